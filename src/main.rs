@@ -1,1 +1,227 @@
-fn main() {}
+//! corekv: process bootstrap. Parses the configuration, checks io_uring,
+//! picks the CPUs, starts one pinned glommio executor per shard, waits for
+//! shutdown (SIGINT, SIGTERM or SHUTDOWN) and exits cleanly.
+
+mod cli;
+mod cpus;
+mod uring;
+
+use glommio::channels::channel_mesh::MeshBuilder;
+use glommio::{LocalExecutorBuilder, Placement};
+use proxy::core::{MemoryInfo, Process};
+use proxy::log;
+use proxy::server::{run_core, CoreSetup};
+use shard::Config;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Messages between a cross-core channel's ends before senders wait.
+const MESH_CHANNEL_SIZE: usize = 1024;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let cli = match cli::parse(&args) {
+        cli::Outcome::Run(cli) => cli,
+        cli::Outcome::Print(text) => {
+            println!("{text}");
+            return;
+        }
+        cli::Outcome::Fail(text) => {
+            eprintln!("{text}");
+            std::process::exit(1);
+        }
+    };
+    if cli.check_only {
+        for p in shard::config::PARAMS {
+            println!("{} {}", p.name, cli.config.get(p.name).unwrap_or_default());
+        }
+        return;
+    }
+    log::configure(&cli.config.loglevel, &cli.config.logfile);
+    if let Err(msg) = run(cli) {
+        log::warning(&msg);
+        eprintln!("corekv: {msg}");
+        std::process::exit(1);
+    }
+}
+
+fn memory() -> MemoryInfo {
+    let (mut elapsed, mut user, mut sys) = (0usize, 0usize, 0usize);
+    let (mut rss, mut peak_rss, mut commit, mut peak_commit, mut faults) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    // SAFETY: mi_process_info writes the counters it is given.
+    unsafe {
+        libmimalloc_sys::mi_process_info(
+            &mut elapsed,
+            &mut user,
+            &mut sys,
+            &mut rss,
+            &mut peak_rss,
+            &mut commit,
+            &mut peak_commit,
+            &mut faults,
+        );
+    }
+    MemoryInfo {
+        used: commit as u64,
+        peak: peak_commit as u64,
+        rss: rss as u64,
+        allocator: "mimalloc".into(),
+    }
+}
+
+fn run_id() -> String {
+    let mut bytes = [0u8; 20];
+    // SAFETY: getrandom writes at most `len` bytes into the buffer.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        let t = shard::unix_ms() ^ (std::process::id() as u64) << 32;
+        bytes[..8].copy_from_slice(&t.to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Shard → CPU: every shard pinned, wrapping when there are more shards than
+/// CPUs.
+fn shard_cpus(config: &Config) -> Result<Vec<usize>, String> {
+    let cpus = if config.cpus.is_empty() { cpus::affinity() } else { cpus::parse_list(&config.cpus)? };
+    let online = cpus::affinity();
+    if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
+        return Err(format!("CPU {c} in 'cpus {}' is not available to this process (allowed: {online:?})", config.cpus));
+    }
+    let shards = if config.shards == 0 { cpus.len() } else { config.shards };
+    if shards > cpus.len() {
+        log::warning(&format!("{shards} shards on {} CPUs: some CPUs run more than one shard", cpus.len()));
+    }
+    Ok((0..shards).map(|i| cpus[i % cpus.len()]).collect())
+}
+
+/// The client addresses, with port 0 resolved to one free port shared by all
+/// shards. Fails early, with Redis's wording, if a port is taken (every shard
+/// binds with SO_REUSEPORT, which would otherwise share a port with another
+/// server silently).
+fn listen_addresses(config: &Config) -> Result<Vec<SocketAddr>, String> {
+    let mut port = config.port;
+    let mut addrs = Vec::new();
+    for host in &config.bind {
+        let host = host.trim_start_matches('-');
+        let ip: IpAddr = match host {
+            "*" => "0.0.0.0".parse().map_err(|e| format!("{e}"))?,
+            "::*" => "::".parse().map_err(|e| format!("{e}"))?,
+            h => h.parse().map_err(|_| format!("Invalid bind address '{h}'"))?,
+        };
+        let probe = std::net::TcpListener::bind(SocketAddr::new(ip, port))
+            .map_err(|e| format!("Failed listening on port {port} (tcp), aborting: {host}:{port}: {e}"))?;
+        port = probe.local_addr().map_err(|e| e.to_string())?.port();
+        addrs.push(SocketAddr::new(ip, port));
+    }
+    Ok(addrs)
+}
+
+fn run(cli: cli::Cli) -> Result<(), String> {
+    let config = cli.config;
+    uring::probe()?;
+    let cpus = shard_cpus(&config)?;
+    let listen = listen_addresses(&config)?;
+    let shards = cpus.len();
+    let process = Arc::new(Process {
+        shutdown: Default::default(),
+        connected_clients: AtomicUsize::new(0),
+        started: Instant::now(),
+        run_id: run_id(),
+        executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
+        config_file: cli.config_file.clone().unwrap_or_default(),
+        cpus: cpus.clone(),
+        tcp_port: listen.first().map_or(config.port, |a| a.port()),
+        memory,
+    });
+    log::notice(&format!(
+        "corekv {} (Redis 7.0 protocol) starting, pid={}, {} shard{}",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        shards,
+        if shards == 1 { "" } else { "s" }
+    ));
+    let placement: Vec<String> = cpus.iter().enumerate().map(|(i, c)| format!("shard {i} -> CPU {c}")).collect();
+    log::notice(&format!("Shards pinned: {}", placement.join(", ")));
+    install_signal_handlers(process.clone())?;
+
+    let requests = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
+    let responses = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<usize, String>>();
+    let mut handles = Vec::new();
+    for (index, &cpu) in cpus.iter().enumerate() {
+        let setup = CoreSetup {
+            index,
+            count: shards,
+            config: config.clone(),
+            process: process.clone(),
+            requests: requests.clone(),
+            responses: responses.clone(),
+            listen: listen.clone(),
+        };
+        let ready = ready_tx.clone();
+        let process = process.clone();
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+            .name(&format!("shard-{index}"))
+            .spawn(move || async move {
+                let result = run_core(setup, || {
+                    let _ = ready.send(Ok(index));
+                })
+                .await;
+                if let Err(e) = result {
+                    let _ = ready.send(Err(e.to_string()));
+                    process.request_shutdown();
+                }
+            })
+            .map_err(|e| uring::explain_executor_error(&e))?;
+        handles.push(handle);
+    }
+    drop(ready_tx);
+    let mut started = 0;
+    while started < shards {
+        match ready_rx.recv() {
+            Ok(Ok(_)) => started += 1,
+            Ok(Err(e)) => {
+                process.request_shutdown();
+                return Err(format!("Failed listening on port {} (tcp), aborting: {e}", process.tcp_port));
+            }
+            Err(_) => return Err("a shard executor stopped during startup".into()),
+        }
+    }
+    for addr in &listen {
+        log::notice(&format!("Ready to accept connections tcp on {addr}"));
+    }
+    for handle in handles {
+        if let Err(e) = handle.join() {
+            log::warning(&format!("shard executor ended with an error: {e}"));
+        }
+    }
+    log::notice("corekv is now ready to exit, bye bye...");
+    Ok(())
+}
+
+/// SIGINT/SIGTERM ask the shards to stop; a second signal exits at once.
+fn install_signal_handlers(process: Arc<Process>) -> Result<(), String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).map_err(|e| e.to_string())?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
+                if process.shutting_down() {
+                    log::warning(&format!("You insist... exiting now ({name})."));
+                    std::process::exit(1);
+                }
+                log::warning(&format!("Received {name} scheduling shutdown..."));
+                process.request_shutdown();
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}

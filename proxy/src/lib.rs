@@ -1,1 +1,15 @@
-//! placeholder
+//! The client-facing side of corekv: RESP parsing, connections, command
+//! look-up, routing by slot to the owning shard, cross-core dispatch and the
+//! merging of split commands. It knows how to reach a shard, not how a value
+//! is stored.
+
+pub mod clients;
+pub mod commands;
+pub mod conn;
+pub mod core;
+pub mod log;
+pub mod mesh;
+pub mod pipeline;
+pub mod resp;
+pub mod server;
+pub mod slot;

@@ -1,0 +1,80 @@
+//! Commands the proxy implements itself: connection state, server
+//! introspection and configuration, and the keyspace commands that need
+//! several phases or every shard. One file per family.
+
+mod connection;
+mod introspection;
+mod keyspace;
+mod server;
+
+use crate::conn::Connection;
+use shard::{Args, CommandSpec};
+
+/// A command that must run after every earlier reply of the batch is in
+/// (it awaits other cores itself).
+pub struct Deferred(pub &'static CommandSpec);
+
+/// Runs a proxy command whose work is local to this connection and core;
+/// returns `Deferred` for the ones that need other cores.
+pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
+    match spec.name {
+        "auth" => connection::auth(conn, args),
+        "hello" => connection::hello(conn, args),
+        "select" => connection::select(conn, args),
+        "quit" => connection::quit(conn),
+        "reset" => connection::reset(conn),
+        "client|id" | "client|getname" | "client|setname" | "client|setinfo" | "client|info" | "client|help" => {
+            connection::client(conn, spec, args)
+        }
+        "command" | "command|count" | "command|info" | "command|docs" | "command|list" | "command|getkeys"
+        | "command|help" => introspection::command(conn, spec, args),
+        "config|get" => server::config_get(conn, args),
+        "config|help" => server::config_help(conn),
+        "msetnx" => match conn.owner_of_keys(spec, &args) {
+            _ if args.len() % 2 == 0 => conn.error(&shard::commands::arity_error("msetnx")),
+            Some(shard) if shard == conn.core.index => conn.run_local(spec, args),
+            Some(shard) => {
+                let (db, resp3) = (conn.state.db, conn.state.resp3);
+                conn.pipeline.remote(shard, spec, db, resp3, args.iter())
+            }
+            None => return Some(Deferred(spec)),
+        },
+        _ => return Some(Deferred(spec)),
+    }
+    None
+}
+
+/// Runs a deferred command; every earlier reply is already in the output.
+pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<'_>) {
+    let spec = deferred.0;
+    match spec.name {
+        "info" => server::info(conn, args).await,
+        "config|set" => server::config_set(conn, args).await,
+        "config|resetstat" => server::config_resetstat(conn).await,
+        "shutdown" => server::shutdown(conn, args),
+        "client|list" => connection::client_list(conn, args).await,
+        "client|kill" => connection::client_kill(conn, args).await,
+        "scan" => keyspace::scan(conn, args).await,
+        "randomkey" => keyspace::randomkey(conn).await,
+        "msetnx" => keyspace::msetnx(conn, args).await,
+        "rename" | "renamenx" => keyspace::rename(conn, args, spec.name == "renamenx").await,
+        "copy" => keyspace::copy(conn, args).await,
+        other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
+    }
+}
+
+/// A reply written with the connection's protocol.
+pub fn reply(conn: &mut Connection, write: impl FnOnce(&mut shard::Reply)) {
+    let resp3 = conn.state.resp3;
+    conn.pipeline.local(|out| write(&mut shard::Reply::new(out, resp3)));
+}
+
+/// A HELP reply: status lines.
+pub fn help(conn: &mut Connection, lines: &[&str]) {
+    reply(conn, |r| {
+        r.array(lines.len());
+        for l in lines {
+            r.simple(l);
+        }
+    });
+}

@@ -1,0 +1,359 @@
+//! Server commands: INFO, CONFIG, SHUTDOWN.
+
+use super::{help, reply};
+use crate::conn::Connection;
+use crate::core::Core;
+use crate::log;
+use crate::mesh::call_all;
+use shard::config::find_param;
+use shard::reply::errors::SYNTAX;
+use shard::Args;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::rc::Rc;
+
+/// What one core contributes to INFO.
+#[derive(Clone, Default)]
+pub struct CoreReport {
+    pub index: usize,
+    /// (keys, keys with a TTL) per database.
+    pub keyspace: Vec<(usize, usize)>,
+    pub commands: u64,
+    pub shard_commands: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub expired: u64,
+    pub clients: usize,
+    pub connections_received: u64,
+    pub rejected: u64,
+    pub net_in: u64,
+    pub net_out: u64,
+    pub hops_sent: u64,
+    pub remote_commands: u64,
+    pub batches_served: u64,
+    pub ops_per_sec: u64,
+    pub cpu_user: f64,
+    pub cpu_sys: f64,
+}
+
+fn thread_cpu() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_utime), t(ru.ru_stime))
+}
+
+pub fn report(core: &Rc<Core>) -> CoreReport {
+    let shard = core.shard.borrow();
+    let s = &core.stats;
+    let (cpu_user, cpu_sys) = thread_cpu();
+    CoreReport {
+        index: core.index,
+        keyspace: shard.dbs.iter().map(|d| (d.len(), d.volatile())).collect(),
+        commands: s.commands.get(),
+        shard_commands: shard.stats.commands,
+        hits: shard.stats.keyspace_hits,
+        misses: shard.stats.keyspace_misses,
+        expired: shard.expired_keys(),
+        clients: core.clients.borrow().list.len(),
+        connections_received: s.connections_received.get(),
+        rejected: s.rejected_connections.get(),
+        net_in: s.net_input_bytes.get(),
+        net_out: s.net_output_bytes.get(),
+        hops_sent: s.hops_sent.get(),
+        remote_commands: s.remote_commands.get(),
+        batches_served: shard.stats.remote_batches,
+        ops_per_sec: s.ops_samples.borrow().per_second(),
+        cpu_user,
+        cpu_sys,
+    }
+}
+
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b < 1024.0 {
+        format!("{bytes}B")
+    } else if b < 1024.0 * 1024.0 {
+        format!("{:.2}K", b / 1024.0)
+    } else if b < 1024.0 * 1024.0 * 1024.0 {
+        format!("{:.2}M", b / 1024.0 / 1024.0)
+    } else {
+        format!("{:.2}G", b / 1024.0 / 1024.0 / 1024.0)
+    }
+}
+
+const DEFAULT_SECTIONS: &[&str] =
+    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "cluster", "keyspace", "shards"];
+
+fn process_cpu() -> (f64, f64) {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    (t(ru.ru_utime), t(ru.ru_stime))
+}
+
+/// The INFO text for the requested sections.
+pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> String {
+    let p = &core.process;
+    let config = core.config();
+    let want = |name: &str| sections.iter().any(|s| s == name);
+    let sum = |f: fn(&CoreReport) -> u64| reports.iter().map(f).sum::<u64>();
+    let mut out = String::new();
+    let mut section = |title: &str, body: String| {
+        if !out.is_empty() {
+            out.push_str("\r\n");
+        }
+        let _ = write!(out, "# {title}\r\n{body}");
+    };
+    let uptime = p.started.elapsed().as_secs();
+    if want("server") {
+        let mut b = String::new();
+        let _ = write!(
+            b,
+            "redis_version:7.0.15\r\ncorekv_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:io_uring\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nshards:{}\r\nio_threads_active:0\r\n",
+            env!("CARGO_PKG_VERSION"),
+            os_name(),
+            std::process::id(),
+            p.run_id,
+            p.tcp_port,
+            shard::unix_ms() * 1000,
+            uptime,
+            uptime / 86400,
+            config.hz,
+            config.hz,
+            p.executable,
+            p.config_file,
+            core.count,
+        );
+        section("Server", b);
+    }
+    if want("clients") {
+        let clients: usize = reports.iter().map(|r| r.clients).sum();
+        section(
+            "Clients",
+            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n", config.maxclients),
+        );
+    }
+    if want("memory") {
+        let m = (p.memory)();
+        section(
+            "Memory",
+            format!(
+                "used_memory:{}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{}\r\nused_memory_peak_human:{}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:{}\r\n",
+                m.used, human(m.used), m.rss, human(m.rss), m.peak, human(m.peak), m.allocator
+            ),
+        );
+    }
+    if want("persistence") {
+        section("Persistence", "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n".into());
+    }
+    if want("stats") {
+        section(
+            "Stats",
+            format!(
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                sum(|r| r.connections_received),
+                sum(|r| r.commands),
+                sum(|r| r.ops_per_sec),
+                sum(|r| r.net_in),
+                sum(|r| r.net_out),
+                sum(|r| r.rejected),
+                sum(|r| r.expired),
+                sum(|r| r.hits),
+                sum(|r| r.misses),
+                sum(|r| r.hops_sent),
+                sum(|r| r.remote_commands),
+            ),
+        );
+    }
+    if want("replication") {
+        section("Replication", format!("role:master\r\nconnected_slaves:0\r\nmaster_replid:{}\r\nmaster_repl_offset:0\r\n", p.run_id));
+    }
+    if want("cpu") {
+        let (user, sys) = process_cpu();
+        section(
+            "CPU",
+            format!("used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"),
+        );
+    }
+    if want("cluster") {
+        section("Cluster", "cluster_enabled:0\r\n".into());
+    }
+    if want("keyspace") {
+        let mut b = String::new();
+        for db in 0..config.databases {
+            let (keys, expires) = reports
+                .iter()
+                .map(|r| r.keyspace.get(db).copied().unwrap_or_default())
+                .fold((0, 0), |a, k| (a.0 + k.0, a.1 + k.1));
+            if keys > 0 {
+                let _ = write!(b, "db{db}:keys={keys},expires={expires},avg_ttl=0\r\n");
+            }
+        }
+        section("Keyspace", b);
+    }
+    if want("shards") {
+        let mut b = String::new();
+        for r in reports {
+            let keys: usize = r.keyspace.iter().map(|k| k.0).sum();
+            let _ = write!(
+                b,
+                "shard{}:cpu={},keys={},clients={},commands={},executed={},hits={},misses={},expired={},cross_core_sent={},cross_core_served={},used_cpu_user={:.6},used_cpu_sys={:.6}\r\n",
+                r.index,
+                p.cpus.get(r.index).copied().unwrap_or(0),
+                keys,
+                r.clients,
+                r.commands,
+                r.shard_commands,
+                r.hits,
+                r.misses,
+                r.expired,
+                r.hops_sent,
+                r.batches_served,
+                r.cpu_user,
+                r.cpu_sys
+            );
+        }
+        section("Shards", b);
+    }
+    out
+}
+
+fn os_name() -> String {
+    // SAFETY: uname fills the struct it is given.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return "Linux".into();
+    }
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    format!("{} {} {}", field(&u.sysname), field(&u.release), field(&u.machine))
+}
+
+pub async fn info(conn: &mut Connection, args: Args<'_>) {
+    let mut sections: Vec<String> = args.iter().skip(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
+    if sections.is_empty() || sections.iter().any(|s| s == "default") {
+        sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+    }
+    if sections.iter().any(|s| s == "all" || s == "everything") {
+        sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+    }
+    let reports: Vec<CoreReport> = call_all(&conn.core, report).await.into_iter().flatten().collect();
+    let text = render(&conn.core, &reports, &sections);
+    reply(conn, |r| r.verbatim(text.as_bytes()));
+}
+
+pub fn config_get(conn: &mut Connection, args: Args) {
+    let mut found: BTreeMap<&'static str, String> = BTreeMap::new();
+    {
+        let config = conn.core.config();
+        for pattern in args.iter().skip(2) {
+            for (name, value) in config.matching(pattern) {
+                found.insert(name, value);
+            }
+        }
+    }
+    reply(conn, |r| {
+        r.map(found.len());
+        for (name, value) in &found {
+            r.bulk(name.as_bytes());
+            r.bulk(value.as_bytes());
+        }
+    });
+}
+
+pub fn config_help(conn: &mut Connection) {
+    help(
+        conn,
+        &[
+            "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "HELP",
+            "    Prints this help.",
+        ],
+    );
+}
+
+/// CONFIG SET name value [name value ...]: validated as a whole on this
+/// core's copy, then applied to every core's copy.
+pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
+    if args.len() % 2 != 0 {
+        return conn.error(&shard::commands::arity_error("config|set"));
+    }
+    let mut changes: Vec<(String, String)> = Vec::new();
+    let mut candidate = conn.core.config().clone();
+    for i in (2..args.len()).step_by(2) {
+        let name = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
+        let value = String::from_utf8_lossy(args.get(i + 1)).into_owned();
+        let failed = |reason: &str| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}");
+        let Some(param) = find_param(&name) else {
+            return conn.error(&format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+        };
+        if !param.mutable {
+            return conn.error(&failed("can't set immutable config"));
+        }
+        if changes.iter().any(|(n, _)| *n == param.name) {
+            return conn.error(&failed("duplicate parameter"));
+        }
+        let values: Vec<&str> = if param.name == "save" || param.name == "bind" {
+            value.split_whitespace().collect()
+        } else {
+            vec![value.as_str()]
+        };
+        if let Err(reason) = candidate.set(param.name, &values) {
+            return conn.error(&failed(&reason));
+        }
+        changes.push((param.name.to_string(), value));
+    }
+    let applied = call_all(&conn.core, move |core| {
+        let mut shard = core.shard.borrow_mut();
+        for (name, value) in &changes {
+            let values: Vec<&str> = if name == "save" { value.split_whitespace().collect() } else { vec![value.as_str()] };
+            let _ = shard.config.set(name, &values);
+            if name == "loglevel" {
+                log::set_level(value);
+            }
+        }
+    })
+    .await;
+    if applied.iter().any(Option::is_none) {
+        return conn.error("ERR CONFIG SET could not reach every shard");
+    }
+    reply(conn, |r| r.ok());
+}
+
+pub async fn config_resetstat(conn: &mut Connection) {
+    call_all(&conn.core, |core| {
+        core.shard.borrow_mut().reset_stats();
+        let s = &core.stats;
+        for c in [&s.commands, &s.connections_received, &s.rejected_connections, &s.net_input_bytes, &s.net_output_bytes, &s.hops_sent, &s.remote_commands] {
+            c.set(0);
+        }
+    })
+    .await;
+    reply(conn, |r| r.ok());
+}
+
+pub fn shutdown(conn: &mut Connection, args: Args) {
+    for opt in args.iter().skip(1) {
+        match opt.to_ascii_lowercase().as_slice() {
+            b"nosave" | b"save" | b"now" | b"force" => {}
+            b"abort" => return conn.error("ERR No shutdown in progress."),
+            _ => return conn.error(SYNTAX),
+        }
+    }
+    log::warning("User requested shutdown...");
+    conn.core.process.request_shutdown();
+    conn.state.close = true;
+}

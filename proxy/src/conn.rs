@@ -1,0 +1,349 @@
+//! One client connection: read, parse every complete command in the buffer,
+//! route each to its shard, then write all replies with one send.
+
+use crate::clients::ClientInfo;
+use crate::commands::{self, Deferred};
+use crate::core::{Core, CoreStats};
+use crate::log;
+use crate::pipeline::Pipeline;
+use crate::resp::{Limits, Parsed, RequestParser};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::TcpStream;
+use shard::commands::{arity_error, flags};
+use shard::reply::errors::NOAUTH;
+use shard::{Args, CommandSpec, Merge, Route};
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::time::Instant;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What a connection carries from one command to the next.
+pub struct ConnState {
+    pub id: u64,
+    /// This connection's entry in the core's client registry.
+    pub registry_key: usize,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    /// Close once the replies gathered so far are written (QUIT, errors).
+    pub close: bool,
+}
+
+pub struct Connection {
+    pub core: Rc<Core>,
+    pub state: ConnState,
+    pub pipeline: Pipeline,
+    /// Unix ms of the current read batch (Redis's cached command time).
+    pub now: u64,
+    last_cmd: &'static str,
+}
+
+/// Serves one accepted connection until it closes.
+pub async fn serve(core: Rc<Core>, stream: TcpStream) {
+    let process = core.process.clone();
+    let maxclients = core.config().maxclients as usize;
+    let connected = process.connected_clients.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    CoreStats::add(&core.stats.connections_received, 1);
+    let mut stream = stream;
+    if connected > maxclients {
+        CoreStats::add(&core.stats.rejected_connections, 1);
+        let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
+    } else {
+        let _ = stream.set_nodelay(true);
+        set_keepalive(&stream, core.config().tcp_keepalive);
+        let now = Instant::now();
+        let (addr, laddr) = match (stream.peer_addr(), stream.local_addr()) {
+            (Ok(a), Ok(l)) => (a, l),
+            _ => {
+                process.connected_clients.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                return;
+            }
+        };
+        let (id, registry_key) = {
+            let mut clients = core.clients.borrow_mut();
+            let id = clients.next_id(core.index, core.count);
+            let key = clients.list.insert(ClientInfo {
+                id,
+                addr,
+                laddr,
+                fd: stream.as_raw_fd(),
+                name: Vec::new(),
+                lib_name: Vec::new(),
+                lib_ver: Vec::new(),
+                db: 0,
+                resp: 2,
+                created: now,
+                last_active: now,
+                last_cmd: "NULL",
+                qbuf: 0,
+            });
+            (id, key)
+        };
+        let authenticated = core.config().requirepass.is_empty();
+        let mut conn = Connection {
+            pipeline: Pipeline::new(core.count),
+            core: core.clone(),
+            state: ConnState {
+                id,
+                registry_key,
+                db: 0,
+                resp3: false,
+                authenticated,
+                close: false,
+            },
+            now: 0,
+            last_cmd: "NULL",
+        };
+        conn.run(&mut stream).await;
+        core.clients.borrow_mut().list.remove(registry_key);
+    }
+    let _ = stream.close().await;
+    process.connected_clients.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn set_keepalive(stream: &TcpStream, seconds: u64) {
+    if seconds == 0 {
+        return;
+    }
+    // SAFETY: the fd belongs to `stream`, which outlives this borrow.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+    let sock = socket2::SockRef::from(&fd);
+    let ka = socket2::TcpKeepalive::new().with_time(std::time::Duration::from_secs(seconds));
+    let _ = sock.set_tcp_keepalive(&ka);
+}
+
+impl Connection {
+    async fn run(&mut self, stream: &mut TcpStream) {
+        let mut parser = RequestParser::new();
+        let mut buf = vec![0u8; READ_CHUNK];
+        let mut filled = 0usize;
+        loop {
+            if filled == buf.len() {
+                let pending = filled - parser.consumed();
+                if pending as u64 > self.core.config().client_query_buffer_limit {
+                    log::warning(&format!(
+                        "Closing client that reached max query buffer length: id={} (qbuf={pending})",
+                        self.state.id
+                    ));
+                    return;
+                }
+                let target = parser.pending_need().unwrap_or(0).max(buf.len() * 2);
+                buf.resize(target.min(buf.len() * 2).max(buf.len() + READ_CHUNK), 0);
+            }
+            let n = match stream.read(&mut buf[filled..]).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            filled += n;
+            CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
+            self.now = shard::unix_ms();
+            let mut commands = 0u64;
+            loop {
+                let limits = Limits {
+                    proto_max_bulk_len: self.core.config().proto_max_bulk_len,
+                    unauthenticated: !self.state.authenticated,
+                };
+                match parser.next(&buf[..filled], &limits) {
+                    Parsed::Command { inline } => {
+                        commands += 1;
+                        let src: &[u8] = if inline { parser.inline_buf() } else { &buf[..filled] };
+                        let args = Args::new(src, parser.args());
+                        if let Some(deferred) = self.handle(args) {
+                            self.pipeline.flush(&self.core).await;
+                            commands::run_deferred(self, deferred, args).await;
+                        }
+                        if self.state.close {
+                            break;
+                        }
+                    }
+                    Parsed::Incomplete => break,
+                    Parsed::Error(msg) => {
+                        self.pipeline.local(|out| {
+                            out.push(b'-');
+                            out.extend(msg.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+                            out.extend_from_slice(b"\r\n");
+                        });
+                        log::verbose(&format!("Protocol error from client id={}", self.state.id));
+                        self.state.close = true;
+                        break;
+                    }
+                }
+            }
+            CoreStats::add(&self.core.stats.commands, commands);
+            self.pipeline.flush(&self.core).await;
+            if !self.pipeline.out.is_empty() {
+                if stream.write_all(&self.pipeline.out).await.is_err() {
+                    return;
+                }
+                CoreStats::add(&self.core.stats.net_output_bytes, self.pipeline.out.len() as u64);
+                self.pipeline.out.clear();
+                if self.pipeline.out.capacity() > 1 << 20 {
+                    self.pipeline.out = Vec::with_capacity(READ_CHUNK);
+                }
+            }
+            if self.state.close {
+                return;
+            }
+            let consumed = parser.consumed();
+            buf.copy_within(consumed..filled, 0);
+            filled -= consumed;
+            parser.shift(consumed);
+            if filled == 0 && buf.len() > 4 * READ_CHUNK {
+                buf = vec![0u8; READ_CHUNK];
+            }
+            self.update_registry(filled);
+        }
+    }
+
+    fn update_registry(&self, qbuf: usize) {
+        let mut clients = self.core.clients.borrow_mut();
+        if let Some(c) = clients.list.get_mut(self.state.registry_key) {
+            c.last_active = Instant::now();
+            c.last_cmd = self.last_cmd;
+            c.db = self.state.db;
+            c.resp = if self.state.resp3 { 3 } else { 2 };
+            c.qbuf = qbuf;
+        }
+    }
+
+    pub fn error(&mut self, msg: &str) {
+        self.pipeline.local(|out| shard::Reply::new(out, false).error(msg));
+    }
+
+    /// Routes one command. Returns the work that must wait for earlier
+    /// replies (multi-phase and server-wide commands).
+    fn handle(&mut self, args: Args) -> Option<Deferred> {
+        let name = args.get(0);
+        let Some(mut spec) = self.core.commands.lookup(name) else {
+            if name.eq_ignore_ascii_case(b"host:") || name.eq_ignore_ascii_case(b"post") {
+                log::warning("Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. Connection aborted.");
+                self.state.close = true;
+                return None;
+            }
+            self.error(&unknown_command(&args));
+            return None;
+        };
+        if !spec.arity_ok(args.len()) {
+            self.error(&arity_error(spec.name));
+            return None;
+        }
+        if !spec.subcommands.is_empty() {
+            match spec.subcommand(args.get(1)) {
+                Some(sub) => spec = sub,
+                None => {
+                    let msg = format!(
+                        "ERR unknown subcommand '{}'. Try {} HELP.",
+                        truncated(args.get(1), 128),
+                        spec.name.to_uppercase()
+                    );
+                    self.error(&msg);
+                    return None;
+                }
+            }
+            if !spec.arity_ok(args.len()) {
+                self.error(&arity_error(spec.name));
+                return None;
+            }
+        }
+        self.last_cmd = spec.name;
+        if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) {
+            self.error(NOAUTH);
+            return None;
+        }
+        let (db, resp3, now) = (self.state.db, self.state.resp3, self.now);
+        match spec.route {
+            Route::Local => self.run_local(spec, args),
+            Route::Keyed => match self.owner_of_keys(spec, &args) {
+                Some(shard) if shard == self.core.index => self.run_local(spec, args),
+                Some(shard) => self.pipeline.remote(shard, spec, db, resp3, args.iter()),
+                None => return Some(Deferred(spec)),
+            },
+            Route::SplitKeys(merge) => {
+                let step = spec.keys.2 as usize;
+                if (args.len() - 1) % step != 0 {
+                    self.error(&arity_error(spec.name));
+                    return None;
+                }
+                match self.owner_of_keys(spec, &args) {
+                    Some(shard) if shard == self.core.index => self.run_local(spec, args),
+                    Some(shard) => self.pipeline.remote(shard, spec, db, resp3, args.iter()),
+                    None => self.split_by_key(spec, merge, args, step),
+                }
+            }
+            Route::AllShards(merge) => {
+                if self.core.count == 1 {
+                    self.run_local(spec, args);
+                } else {
+                    let all: Vec<usize> = (1..args.len()).collect();
+                    let groups: Vec<(usize, Vec<usize>)> = (0..self.core.count).map(|s| (s, all.clone())).collect();
+                    let core = self.core.clone();
+                    self.pipeline.split(&core, spec, merge, db, resp3, now, args, &groups, &[]);
+                }
+            }
+            Route::Proxy => return commands::run_now(self, spec, args),
+        }
+        None
+    }
+
+    #[inline]
+    pub fn run_local(&mut self, spec: &'static CommandSpec, args: Args) {
+        let (core, db, resp3, now) = (&self.core, self.state.db, self.state.resp3, self.now);
+        self.pipeline.local(|out| core.execute_local(spec, db, resp3, now, args, out));
+    }
+
+    /// The one shard owning every key of the command, `None` if they span
+    /// several. Keyless commands run here.
+    pub fn owner_of_keys(&self, spec: &CommandSpec, args: &Args) -> Option<usize> {
+        if self.core.count == 1 {
+            return Some(0);
+        }
+        let mut owner = None;
+        for i in spec.key_indexes(args.len()) {
+            let shard = self.core.slots.shard_of(args.get(i));
+            match owner {
+                None => owner = Some(shard),
+                Some(o) if o != shard => return None,
+                _ => {}
+            }
+        }
+        Some(owner.unwrap_or(self.core.index))
+    }
+
+    fn split_by_key(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args, step: usize) {
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut key_shards = Vec::new();
+        for i in spec.key_indexes(args.len()) {
+            let shard = self.core.slots.shard_of(args.get(i));
+            key_shards.push(shard as u16);
+            let group = match groups.iter().position(|(s, _)| *s == shard) {
+                Some(g) => g,
+                None => {
+                    groups.push((shard, Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            groups[group].1.extend(i..i + step);
+        }
+        groups.sort_by_key(|(s, _)| *s);
+        let (db, resp3, now, core) = (self.state.db, self.state.resp3, self.now, self.core.clone());
+        self.pipeline.split(&core, spec, merge, db, resp3, now, args, &groups, &key_shards);
+    }
+}
+
+fn truncated(b: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(&b[..b.len().min(max)]).into_owned()
+}
+
+/// Redis's text, quoting up to 128 bytes of arguments.
+fn unknown_command(args: &Args) -> String {
+    let mut quoted = String::new();
+    for a in args.iter().skip(1) {
+        if quoted.len() >= 128 {
+            break;
+        }
+        let room = 128 - quoted.len();
+        quoted.push_str(&format!("'{}' ", truncated(a, room)));
+    }
+    format!("ERR unknown command '{}', with args beginning with: {}", truncated(args.get(0), 128), quoted)
+}

@@ -1,0 +1,191 @@
+//! Per-core state: the shard this core owns, its connections, statistics and
+//! its end of the mesh. Everything here is touched by one thread only; the
+//! few process-wide facts live in [`Process`] and are read-mostly.
+
+use crate::clients::Clients;
+use crate::mesh::{Batch, BatchReply, Mesh};
+use crate::slot::SlotMap;
+use shard::commands::{execute, Ctx};
+use shard::{Args, CommandSpec, Reply, Shard, COMMANDS};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Memory figures for INFO, provided by the binary that owns the allocator.
+#[derive(Clone, Default, Debug)]
+pub struct MemoryInfo {
+    pub used: u64,
+    pub peak: u64,
+    pub rss: u64,
+    pub allocator: String,
+}
+
+/// Process-wide facts. Only connection accept/close and shutdown write here
+/// (never a request), so sharing it costs the data path nothing.
+pub struct Process {
+    pub shutdown: AtomicBool,
+    /// Open client connections on all cores, for `maxclients`.
+    pub connected_clients: AtomicUsize,
+    pub started: Instant,
+    pub run_id: String,
+    pub executable: String,
+    pub config_file: String,
+    /// CPU of each shard.
+    pub cpus: Vec<usize>,
+    pub tcp_port: u16,
+    pub memory: fn() -> MemoryInfo,
+}
+
+impl Process {
+    pub fn request_shutdown(&self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+    }
+
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.load(Ordering::Relaxed)
+    }
+}
+
+/// Counters kept by the proxy side of a core.
+#[derive(Default)]
+pub struct CoreStats {
+    /// Client commands parsed on this core (each counted once, however it
+    /// was split).
+    pub commands: Cell<u64>,
+    pub connections_received: Cell<u64>,
+    pub rejected_connections: Cell<u64>,
+    pub net_input_bytes: Cell<u64>,
+    pub net_output_bytes: Cell<u64>,
+    /// Batches this core sent to other cores (cross-core hops).
+    pub hops_sent: Cell<u64>,
+    /// Commands carried by those batches.
+    pub remote_commands: Cell<u64>,
+    /// Samples of total commands for instantaneous_ops_per_sec.
+    pub ops_samples: RefCell<OpsSamples>,
+}
+
+impl CoreStats {
+    pub fn add(cell: &Cell<u64>, n: u64) {
+        cell.set(cell.get() + n)
+    }
+}
+
+/// Redis's instantaneous metric: the average rate over the last 16 samples.
+#[derive(Default)]
+pub struct OpsSamples {
+    last_count: u64,
+    last_time: Option<Instant>,
+    rates: [u64; 16],
+    next: usize,
+}
+
+impl OpsSamples {
+    pub fn sample(&mut self, count: u64, now: Instant) {
+        if let Some(t) = self.last_time {
+            let ms = now.duration_since(t).as_millis().max(1) as u64;
+            self.rates[self.next] = (count.saturating_sub(self.last_count)) * 1000 / ms;
+            self.next = (self.next + 1) % self.rates.len();
+        }
+        self.last_count = count;
+        self.last_time = Some(now);
+    }
+
+    pub fn per_second(&self) -> u64 {
+        self.rates.iter().sum::<u64>() / self.rates.len() as u64
+    }
+}
+
+/// Command names (lower case) to specs.
+pub struct CommandTable {
+    map: HashMap<&'static [u8], &'static CommandSpec, ahash::RandomState>,
+}
+
+impl CommandTable {
+    pub fn new() -> Self {
+        let map = COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect();
+        CommandTable { map }
+    }
+
+    #[inline]
+    pub fn lookup(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        let mut lower = [0u8; 24];
+        let lower = lower.get_mut(..name.len())?;
+        for (d, s) in lower.iter_mut().zip(name) {
+            *d = s.to_ascii_lowercase();
+        }
+        self.map.get(&*lower).copied()
+    }
+}
+
+impl Default for CommandTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub struct Core {
+    pub index: usize,
+    pub count: usize,
+    pub shard: RefCell<Shard>,
+    pub slots: SlotMap,
+    pub commands: CommandTable,
+    pub clients: RefCell<Clients>,
+    pub stats: CoreStats,
+    pub mesh: Mesh,
+    pub process: Arc<Process>,
+}
+
+impl Core {
+    pub fn new(shard: Shard, mesh: Mesh, process: Arc<Process>) -> Self {
+        Core {
+            index: shard.index,
+            count: shard.count,
+            slots: SlotMap::contiguous(shard.count),
+            shard: RefCell::new(shard),
+            commands: CommandTable::new(),
+            clients: RefCell::new(Clients::default()),
+            stats: CoreStats::default(),
+            mesh,
+            process,
+        }
+    }
+
+    /// Runs one command on this core's shard, appending its reply to `out`.
+    #[inline]
+    pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
+        let mut shard = self.shard.borrow_mut();
+        let mut ctx = Ctx {
+            db,
+            now,
+            reply: Reply::new(out, resp3),
+        };
+        execute(spec, &mut shard, &mut ctx, args);
+    }
+
+    /// Runs a batch sent by another core.
+    pub fn execute_batch(&self, batch: &Batch) -> BatchReply {
+        let mut shard = self.shard.borrow_mut();
+        shard.stats.remote_batches += 1;
+        let now = shard::unix_ms();
+        let mut reply = BatchReply {
+            data: Vec::with_capacity(64 * batch.ops.len()),
+            ends: Vec::with_capacity(batch.ops.len()),
+        };
+        for op in &batch.ops {
+            let mut ctx = Ctx {
+                db: op.db as usize,
+                now,
+                reply: Reply::new(&mut reply.data, op.resp3),
+            };
+            execute(op.spec, &mut shard, &mut ctx, batch.args(op));
+            reply.ends.push(reply.data.len() as u32);
+        }
+        reply
+    }
+
+    pub fn config(&self) -> std::cell::Ref<'_, shard::Config> {
+        std::cell::Ref::map(self.shard.borrow(), |s| &s.config)
+    }
+}

@@ -1,0 +1,270 @@
+//! Cross-core dispatch over glommio's channel mesh. A connection's core sends
+//! one [`Batch`] per destination shard per read (every command for that shard
+//! from that read), the owner executes it and sends back one [`BatchReply`]
+//! holding the encoded replies. Rare multi-phase work ships a closure instead.
+//!
+//! Requests and responses travel on two separate meshes: the loops that drain
+//! responses never send anything, so a full channel can always drain and the
+//! two cores can never wait on each other.
+
+use crate::core::Core;
+use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
+use shard::{Args, CommandSpec};
+use slab::Slab;
+use std::any::Any;
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+/// One command (or one shard's part of a split command) to run remotely.
+pub struct Op {
+    pub spec: &'static CommandSpec,
+    pub db: u16,
+    pub resp3: bool,
+    /// (first, count) into the batch's `ranges`.
+    pub args: (u32, u32),
+}
+
+/// Commands for one shard, their arguments copied into one buffer.
+#[derive(Default)]
+pub struct Batch {
+    pub data: Vec<u8>,
+    pub ranges: Vec<(u32, u32)>,
+    pub ops: Vec<Op>,
+}
+
+impl Batch {
+    /// Appends a command; returns its index in the batch.
+    pub fn push<'a>(&mut self, spec: &'static CommandSpec, db: usize, resp3: bool, args: impl Iterator<Item = &'a [u8]>) -> u32 {
+        let first = self.ranges.len() as u32;
+        for a in args {
+            let s = self.data.len() as u32;
+            self.data.extend_from_slice(a);
+            self.ranges.push((s, self.data.len() as u32));
+        }
+        self.ops.push(Op {
+            spec,
+            db: db as u16,
+            resp3,
+            args: (first, self.ranges.len() as u32 - first),
+        });
+        self.ops.len() as u32 - 1
+    }
+
+    pub fn args(&self, op: &Op) -> Args<'_> {
+        let (first, count) = (op.args.0 as usize, op.args.1 as usize);
+        Args::new(&self.data, &self.ranges[first..first + count])
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// The encoded replies of a batch, in op order.
+#[derive(Default)]
+pub struct BatchReply {
+    pub data: Vec<u8>,
+    pub ends: Vec<u32>,
+}
+
+impl BatchReply {
+    pub fn get(&self, op: u32) -> &[u8] {
+        let i = op as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.data[start..self.ends[i] as usize]
+    }
+}
+
+pub type CallFn = Box<dyn FnOnce(&Rc<Core>) -> Box<dyn Any + Send> + Send>;
+
+pub enum Request {
+    Batch(Batch),
+    Call(CallFn),
+}
+
+pub enum Response {
+    Batch(BatchReply),
+    Call(Box<dyn Any + Send>),
+    /// The peer is gone (shutting down).
+    Lost,
+}
+
+pub struct Envelope<T> {
+    ticket: u32,
+    body: T,
+}
+
+pub type RequestMesh = MeshBuilder<Envelope<Request>, Full>;
+pub type ResponseMesh = MeshBuilder<Envelope<Response>, Full>;
+
+enum Slot {
+    Waiting(Option<Waker>),
+    Done(Response),
+    /// The reply was handed to the ticket.
+    Taken,
+    /// The ticket was dropped before the reply came: the slot is freed when
+    /// it does, so its id cannot be reused while a reply is in flight.
+    Abandoned,
+}
+
+/// This core's end of the meshes plus the table of replies it awaits.
+pub struct Mesh {
+    requests: Senders<Envelope<Request>>,
+    responses: Senders<Envelope<Response>>,
+    pending: RefCell<Slab<Slot>>,
+}
+
+/// A reply this core awaits; dropping it forgets the request.
+pub struct Ticket {
+    core: Rc<Core>,
+    id: u32,
+}
+
+impl Future for Ticket {
+    type Output = Response;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Response> {
+        let mut pending = self.core.mesh.pending.borrow_mut();
+        let slot = &mut pending[self.id as usize];
+        match slot {
+            Slot::Waiting(w) => {
+                *w = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            Slot::Done(_) => match std::mem::replace(slot, Slot::Taken) {
+                Slot::Done(r) => Poll::Ready(r),
+                _ => Poll::Pending,
+            },
+            Slot::Taken | Slot::Abandoned => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut pending = self.core.mesh.pending.borrow_mut();
+        match pending.get_mut(self.id as usize) {
+            Some(slot @ Slot::Waiting(_)) => *slot = Slot::Abandoned,
+            Some(_) => {
+                pending.remove(self.id as usize);
+            }
+            None => {}
+        }
+    }
+}
+
+impl Mesh {
+    pub async fn join(requests: RequestMesh, responses: ResponseMesh) -> (Mesh, Receivers<Envelope<Request>>, Receivers<Envelope<Response>>) {
+        let (req_tx, req_rx) = requests.join().await.unwrap_or_else(|_| panic!("joining the request mesh"));
+        let (resp_tx, resp_rx) = responses.join().await.unwrap_or_else(|_| panic!("joining the response mesh"));
+        let mesh = Mesh {
+            requests: req_tx,
+            responses: resp_tx,
+            pending: RefCell::new(Slab::new()),
+        };
+        (mesh, req_rx, resp_rx)
+    }
+
+    fn complete(&self, id: u32, response: Response) {
+        let mut pending = self.pending.borrow_mut();
+        match pending.get_mut(id as usize) {
+            Some(Slot::Abandoned) => {
+                pending.remove(id as usize);
+            }
+            Some(slot @ Slot::Waiting(_)) => {
+                if let Slot::Waiting(Some(w)) = std::mem::replace(slot, Slot::Done(response)) {
+                    w.wake();
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Sends `request` to `shard`; await the returned ticket for the reply.
+pub async fn send(core: &Rc<Core>, shard: usize, request: Request) -> Ticket {
+    let id = core.mesh.pending.borrow_mut().insert(Slot::Waiting(None)) as u32;
+    let ticket = Ticket { core: core.clone(), id };
+    if core.mesh.requests.send_to(shard, Envelope { ticket: id, body: request }).await.is_err() {
+        core.mesh.complete(id, Response::Lost);
+    }
+    ticket
+}
+
+/// Runs `f` on `shard`'s core (inline when it is this one) and returns its
+/// result.
+pub async fn call<T, F>(core: &Rc<Core>, shard: usize, f: F) -> Option<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&Rc<Core>) -> T + Send + 'static,
+{
+    if shard == core.index {
+        return Some(f(core));
+    }
+    let boxed: CallFn = Box::new(move |c| Box::new(f(c)));
+    match send(core, shard, Request::Call(boxed)).await.await {
+        Response::Call(any) => any.downcast::<T>().ok().map(|b| *b),
+        _ => None,
+    }
+}
+
+/// Runs `f` on every core, results in shard order (`None` for a core that
+/// is shutting down).
+pub async fn call_all<T, F>(core: &Rc<Core>, f: F) -> Vec<Option<T>>
+where
+    T: Send + 'static,
+    F: Fn(&Rc<Core>) -> T + Send + Clone + 'static,
+{
+    let mut tickets = Vec::with_capacity(core.count);
+    for shard in 0..core.count {
+        if shard != core.index {
+            let f = f.clone();
+            let boxed: CallFn = Box::new(move |c| Box::new(f(c)));
+            tickets.push(Some(send(core, shard, Request::Call(boxed)).await));
+        } else {
+            tickets.push(None);
+        }
+    }
+    let mut out = Vec::with_capacity(core.count);
+    for t in tickets {
+        out.push(match t {
+            None => Some(f(core)),
+            Some(t) => match t.await {
+                Response::Call(any) => any.downcast::<T>().ok().map(|b| *b),
+                _ => None,
+            },
+        });
+    }
+    out
+}
+
+/// Serves requests from every peer: execute, send the reply back.
+pub fn serve(core: &Rc<Core>, mut requests: Receivers<Envelope<Request>>, mut responses: Receivers<Envelope<Response>>) {
+    for (peer, rx) in requests.streams() {
+        let core = core.clone();
+        glommio::spawn_local(async move {
+            while let Some(env) = rx.recv().await {
+                let body = match env.body {
+                    Request::Batch(batch) => Response::Batch(core.execute_batch(&batch)),
+                    Request::Call(f) => Response::Call(f(&core)),
+                };
+                let reply = Envelope { ticket: env.ticket, body };
+                if core.mesh.responses.send_to(peer, reply).await.is_err() {
+                    break;
+                }
+            }
+        })
+        .detach();
+    }
+    for (_peer, rx) in responses.streams() {
+        let core = core.clone();
+        glommio::spawn_local(async move {
+            while let Some(env) = rx.recv().await {
+                core.mesh.complete(env.ticket, env.body);
+            }
+        })
+        .detach();
+    }
+}

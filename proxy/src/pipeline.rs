@@ -1,0 +1,243 @@
+//! The replies of one read batch, in request order. Replies of commands run
+//! on this core are written straight into `out`; once a command goes to
+//! another core, the rest of the batch is recorded as parts (byte ranges of
+//! `out`, remote replies, merges of split commands) and assembled when the
+//! remote replies are in. One batch per destination core per read.
+
+use crate::core::{Core, CoreStats};
+use crate::mesh::{send, Batch, BatchReply, Request, Response};
+use crate::resp::skip_value;
+use shard::{Args, CommandSpec, Merge};
+use std::rc::Rc;
+
+#[derive(Clone, Copy)]
+enum Piece {
+    Local(u32, u32),
+    Remote(u16, u32),
+}
+
+enum Part {
+    Bytes(u32, u32),
+    One(Piece),
+    /// `pieces` and `keys` are ranges of `Pipeline::pieces` / `key_shards`.
+    Merge { merge: Merge, pieces: (u32, u32), keys: (u32, u32) },
+}
+
+pub struct Pipeline {
+    pub out: Vec<u8>,
+    /// Where parts begin in `out`; `None` while everything is in order.
+    parts_from: Option<usize>,
+    parts: Vec<Part>,
+    pieces: Vec<(u16, Piece)>,
+    key_shards: Vec<u16>,
+    outgoing: Vec<Batch>,
+    ranges: Vec<(u32, u32)>,
+}
+
+const SHARD_LOST: &[u8] = b"-ERR shard unavailable (server shutting down)\r\n";
+
+impl Pipeline {
+    pub fn new(shards: usize) -> Self {
+        Pipeline {
+            out: Vec::with_capacity(16 * 1024),
+            parts_from: None,
+            parts: Vec::new(),
+            pieces: Vec::new(),
+            key_shards: Vec::new(),
+            outgoing: (0..shards).map(|_| Batch::default()).collect(),
+            ranges: Vec::new(),
+        }
+    }
+
+    /// Bytes produced on this core (a local command's reply, an error).
+    #[inline]
+    pub fn local(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.out.len();
+        write(&mut self.out);
+        if self.parts_from.is_some() {
+            self.parts.push(Part::Bytes(start as u32, self.out.len() as u32));
+        }
+    }
+
+    fn enter_parts(&mut self) {
+        if self.parts_from.is_none() {
+            self.parts_from = Some(self.out.len());
+        }
+    }
+
+    /// A whole command for another core.
+    pub fn remote<'a>(&mut self, shard: usize, spec: &'static CommandSpec, db: usize, resp3: bool, args: impl Iterator<Item = &'a [u8]>) {
+        self.enter_parts();
+        let op = self.outgoing[shard].push(spec, db, resp3, args);
+        self.parts.push(Part::One(Piece::Remote(shard as u16, op)));
+    }
+
+    /// A command split over shards: `groups` lists, per shard in shard order,
+    /// the argument indexes of its part (after the command name). For
+    /// `Merge::ByKey`, `key_shards` gives each key's shard in request order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn split(
+        &mut self,
+        core: &Core,
+        spec: &'static CommandSpec,
+        merge: Merge,
+        db: usize,
+        resp3: bool,
+        now: u64,
+        args: Args,
+        groups: &[(usize, Vec<usize>)],
+        key_shards: &[u16],
+    ) {
+        self.enter_parts();
+        let first_piece = self.pieces.len() as u32;
+        for (shard, indexes) in groups {
+            let piece = if *shard == core.index {
+                self.ranges.clear();
+                self.ranges.push(args.ranges()[0]);
+                self.ranges.extend(indexes.iter().map(|&i| args.ranges()[i]));
+                let start = self.out.len() as u32;
+                core.execute_local(spec, db, resp3, now, Args::new(args.buf(), &self.ranges), &mut self.out);
+                Piece::Local(start, self.out.len() as u32)
+            } else {
+                let parts = std::iter::once(args.get(0)).chain(indexes.iter().map(|&i| args.get(i)));
+                Piece::Remote(*shard as u16, self.outgoing[*shard].push(spec, db, resp3, parts))
+            };
+            self.pieces.push((*shard as u16, piece));
+        }
+        let first_key = self.key_shards.len() as u32;
+        self.key_shards.extend_from_slice(key_shards);
+        self.parts.push(Part::Merge {
+            merge,
+            pieces: (first_piece, self.pieces.len() as u32),
+            keys: (first_key, self.key_shards.len() as u32),
+        });
+    }
+
+    /// Sends the batches, waits for every remote reply and puts all replies
+    /// in order into `out`.
+    pub async fn flush(&mut self, core: &Rc<Core>) {
+        let Some(from) = self.parts_from.take() else {
+            return;
+        };
+        let mut tickets = Vec::new();
+        for shard in 0..self.outgoing.len() {
+            if !self.outgoing[shard].is_empty() {
+                let batch = std::mem::take(&mut self.outgoing[shard]);
+                CoreStats::add(&core.stats.hops_sent, 1);
+                CoreStats::add(&core.stats.remote_commands, batch.ops.len() as u64);
+                tickets.push((shard, send(core, shard, Request::Batch(batch)).await));
+            }
+        }
+        let mut replies: Vec<Option<BatchReply>> = (0..self.outgoing.len()).map(|_| None).collect();
+        for (shard, ticket) in tickets {
+            if let Response::Batch(r) = ticket.await {
+                replies[shard] = Some(r);
+            }
+        }
+        let remote_len: usize = replies.iter().flatten().map(|r| r.data.len()).sum();
+        let mut fin = Vec::with_capacity(self.out.len() + remote_len);
+        fin.extend_from_slice(&self.out[..from]);
+        let resolve = |p: Piece| -> &[u8] {
+            match p {
+                Piece::Local(a, b) => &self.out[a as usize..b as usize],
+                Piece::Remote(s, op) => replies[s as usize].as_ref().map_or(SHARD_LOST, |r| r.get(op)),
+            }
+        };
+        for part in &self.parts {
+            match *part {
+                Part::Bytes(a, b) => fin.extend_from_slice(&self.out[a as usize..b as usize]),
+                Part::One(p) => fin.extend_from_slice(resolve(p)),
+                Part::Merge { merge, pieces, keys } => {
+                    let pieces = &self.pieces[pieces.0 as usize..pieces.1 as usize];
+                    let bytes: Vec<(u16, &[u8])> = pieces.iter().map(|&(s, p)| (s, resolve(p))).collect();
+                    let keys = &self.key_shards[keys.0 as usize..keys.1 as usize];
+                    merge_replies(merge, &bytes, keys, &mut fin);
+                }
+            }
+        }
+        self.out = fin;
+        self.parts.clear();
+        self.pieces.clear();
+        self.key_shards.clear();
+    }
+}
+
+/// Splits `*N\r\n` off an array reply: (N, body).
+fn array_body(piece: &[u8]) -> Option<(usize, &[u8])> {
+    let rest = piece.strip_prefix(b"*")?;
+    let nl = rest.iter().position(|&b| b == b'\n')?;
+    let n = std::str::from_utf8(&rest[..nl.checked_sub(1)?]).ok()?.parse().ok()?;
+    Some((n, &rest[nl + 1..]))
+}
+
+fn integer(piece: &[u8]) -> Option<i64> {
+    std::str::from_utf8(piece.strip_prefix(b":")?.strip_suffix(b"\r\n")?).ok()?.parse().ok()
+}
+
+/// Combines the per-shard replies of a split command into one reply.
+pub fn merge_replies(merge: Merge, pieces: &[(u16, &[u8])], key_shards: &[u16], out: &mut Vec<u8>) {
+    // An error from any part is the reply, as Redis would have stopped there.
+    if let Some((_, err)) = pieces.iter().find(|(_, p)| p.first() == Some(&b'-')) {
+        return out.extend_from_slice(err);
+    }
+    match merge {
+        Merge::Sum => {
+            let total: i64 = pieces.iter().filter_map(|(_, p)| integer(p)).sum();
+            out.push(b':');
+            out.extend_from_slice(itoa::Buffer::new().format(total).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        Merge::AllOk => out.extend_from_slice(b"+OK\r\n"),
+        Merge::Concat => {
+            let bodies: Vec<(usize, &[u8])> = pieces.iter().filter_map(|(_, p)| array_body(p)).collect();
+            let total: usize = bodies.iter().map(|b| b.0).sum();
+            out.push(b'*');
+            out.extend_from_slice(itoa::Buffer::new().format(total).as_bytes());
+            out.extend_from_slice(b"\r\n");
+            for (_, body) in bodies {
+                out.extend_from_slice(body);
+            }
+        }
+        Merge::ByKey => {
+            let mut cursors: Vec<(u16, &[u8])> =
+                pieces.iter().map(|&(s, p)| (s, array_body(p).map_or(&b""[..], |b| b.1))).collect();
+            out.push(b'*');
+            out.extend_from_slice(itoa::Buffer::new().format(key_shards.len()).as_bytes());
+            out.extend_from_slice(b"\r\n");
+            for shard in key_shards {
+                let Some(cursor) = cursors.iter_mut().find(|(s, _)| s == shard) else {
+                    continue;
+                };
+                let len = skip_value(cursor.1).unwrap_or(cursor.1.len());
+                out.extend_from_slice(&cursor.1[..len]);
+                cursor.1 = &cursor.1[len..];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merged(merge: Merge, pieces: &[(u16, &[u8])], keys: &[u16]) -> Vec<u8> {
+        let mut out = Vec::new();
+        merge_replies(merge, pieces, keys, &mut out);
+        out
+    }
+
+    #[test]
+    fn merges_like_one_reply() {
+        assert_eq!(merged(Merge::Sum, &[(0, b":2\r\n"), (1, b":3\r\n")], &[]), b":5\r\n");
+        assert_eq!(merged(Merge::AllOk, &[(0, b"+OK\r\n"), (1, b"+OK\r\n")], &[]), b"+OK\r\n");
+        assert_eq!(merged(Merge::AllOk, &[(0, b"+OK\r\n"), (1, b"-ERR x\r\n")], &[]), b"-ERR x\r\n");
+        assert_eq!(
+            merged(Merge::Concat, &[(0, b"*1\r\n$1\r\na\r\n"), (1, b"*0\r\n"), (2, b"*1\r\n$1\r\nb\r\n")], &[]),
+            b"*2\r\n$1\r\na\r\n$1\r\nb\r\n"
+        );
+        assert_eq!(
+            merged(Merge::ByKey, &[(0, b"*2\r\n$1\r\na\r\n$-1\r\n"), (1, b"*1\r\n$2\r\nbb\r\n")], &[0, 1, 0]),
+            b"*3\r\n$1\r\na\r\n$2\r\nbb\r\n$-1\r\n"
+        );
+    }
+}

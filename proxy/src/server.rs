@@ -1,0 +1,103 @@
+//! Starting one core: join the mesh, build the shard, listen on the client
+//! port(s) with SO_REUSEPORT, serve connections, and run the periodic tasks
+//! (active expiry, statistics) until shutdown.
+
+use crate::conn;
+use crate::core::{Core, Process};
+use crate::log;
+use crate::mesh::{self, Mesh, RequestMesh, ResponseMesh};
+use futures_lite::future;
+use glommio::net::TcpListener;
+use shard::{Config, Shard};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, IntoRawFd};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct CoreSetup {
+    pub index: usize,
+    pub count: usize,
+    pub config: Config,
+    pub process: Arc<Process>,
+    pub requests: RequestMesh,
+    pub responses: ResponseMesh,
+    pub listen: Vec<SocketAddr>,
+}
+
+/// A listening socket on `addr` shared with the other cores (SO_REUSEPORT:
+/// the kernel spreads connections over them).
+pub fn reuseport_socket(addr: SocketAddr, backlog: i32) -> std::io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    Ok(socket)
+}
+
+async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                glommio::spawn_local(conn::serve(core.clone(), stream)).detach();
+            }
+            Err(e) => {
+                log::warning(&format!("Accepting client connection: {e}"));
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// Periodic work, `hz` times a second; returns when shutdown is requested.
+async fn cron(core: Rc<Core>) {
+    loop {
+        let hz = core.config().hz.max(1);
+        glommio::timer::sleep(Duration::from_millis(1000 / hz)).await;
+        if core.process.shutting_down() {
+            return;
+        }
+        core.shard.borrow_mut().active_expire(shard::unix_ms());
+        let commands = core.stats.commands.get();
+        core.stats.ops_samples.borrow_mut().sample(commands, Instant::now());
+        let timeout = core.config().timeout;
+        if timeout > 0 {
+            close_idle_clients(&core, Duration::from_secs(timeout));
+        }
+    }
+}
+
+fn close_idle_clients(core: &Core, timeout: Duration) {
+    let now = Instant::now();
+    let clients = core.clients.borrow();
+    for (key, c) in clients.list.iter() {
+        if now.duration_since(c.last_active) > timeout {
+            clients.kill(key);
+        }
+    }
+}
+
+/// Runs one core until shutdown.
+/// `listening` is called once every client socket of this core is bound.
+pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Result<()> {
+    let (mesh, requests, responses) = Mesh::join(setup.requests, setup.responses).await;
+    let backlog = setup.config.tcp_backlog as i32;
+    let shard = Shard::new(setup.index, setup.count, setup.config);
+    let core = Rc::new(Core::new(shard, mesh, setup.process));
+    mesh::serve(&core, requests, responses);
+    for addr in &setup.listen {
+        let socket = reuseport_socket(*addr, backlog)?;
+        // SAFETY: the fd is a freshly created listening TCP socket whose
+        // ownership moves into the glommio listener.
+        let listener = unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) };
+        glommio::spawn_local(accept_loop(core.clone(), listener)).detach();
+    }
+    listening();
+    future::or(cron(core.clone()), future::pending::<()>()).await;
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! The command table: every command's name, arity, flags, key positions and
+//! routing, declared once. `proxy` reads it to check arity, find keys and
+//! route; `shard` runs the handlers of the commands that execute on the shard
+//! owning their keys. One file per family of commands.
+
+pub mod keys;
+pub mod server;
+pub mod string;
+
+use crate::args::Args;
+use crate::reply::Reply;
+use crate::shard::Shard;
+
+/// Per-command execution context on the shard.
+pub struct Ctx<'a> {
+    pub db: usize,
+    /// Unix time in ms, read once per batch like Redis's cached clock.
+    pub now: u64,
+    pub reply: Reply<'a>,
+}
+
+pub type Handler = fn(&mut Shard, &mut Ctx, Args);
+
+/// How merged replies of a command split over shards combine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Merge {
+    /// Integers added up (DEL, EXISTS, DBSIZE...).
+    Sum,
+    /// `+OK` when every part said so, else the first error (MSET, FLUSHALL).
+    AllOk,
+    /// One element per key, back in the order of the request (MGET).
+    ByKey,
+    /// Arrays concatenated (KEYS).
+    Concat,
+}
+
+/// Where a command runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Route {
+    /// No keys: runs on the connection's own shard (PING, ECHO, TIME).
+    Local,
+    /// Every key lives on one shard: runs there. Commands naming several keys
+    /// that land on different shards take the proxy's cross-shard path.
+    Keyed,
+    /// Keys are split by owning shard, each part runs where its keys live,
+    /// the replies merge.
+    SplitKeys(Merge),
+    /// Runs on every shard, the replies merge.
+    AllShards(Merge),
+    /// Implemented by the proxy (connection state, multi-phase commands,
+    /// server introspection).
+    Proxy,
+}
+
+pub mod flags {
+    pub const WRITE: u32 = 1;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const NOSCRIPT: u32 = 1 << 4;
+    pub const LOADING: u32 = 1 << 5;
+    pub const STALE: u32 = 1 << 6;
+    pub const FAST: u32 = 1 << 7;
+    pub const NO_AUTH: u32 = 1 << 8;
+}
+
+pub struct CommandSpec {
+    /// Lower case, as `COMMAND` reports it (`client|setname` for subcommands).
+    pub name: &'static str,
+    /// Redis's arity: N means exactly N arguments including the name, -N at
+    /// least N.
+    pub arity: i32,
+    pub flags: u32,
+    /// Key positions as (first, last, step); last -1 means "to the end".
+    pub keys: (i32, i32, i32),
+    pub route: Route,
+    pub handler: Option<Handler>,
+    pub subcommands: &'static [CommandSpec],
+}
+
+impl CommandSpec {
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i32;
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+
+    pub fn has_flag(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Indexes of the key arguments in a command of `argc` arguments.
+    pub fn key_indexes(&self, argc: usize) -> impl Iterator<Item = usize> {
+        let (first, last, step) = self.keys;
+        let last = if last < 0 { argc as i32 + last } else { last.min(argc as i32 - 1) };
+        let (first, step) = (first.max(0) as usize, step.max(1) as usize);
+        let end = if first == 0 { 0 } else { (last + 1).max(0) as usize };
+        (first..end).step_by(step)
+    }
+
+    pub fn subcommand(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        self.subcommands.iter().find(|s| {
+            let short = s.name.rsplit('|').next().unwrap_or(s.name);
+            short.as_bytes().eq_ignore_ascii_case(name)
+        })
+    }
+}
+
+macro_rules! cmd {
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $route:expr, $handler:expr) => {
+        CommandSpec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            route: $route,
+            handler: $handler,
+            subcommands: &[],
+        }
+    };
+    ($name:literal, $arity:expr, $flags:expr, $keys:expr, $route:expr, $handler:expr, $subs:expr) => {
+        CommandSpec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            keys: $keys,
+            route: $route,
+            handler: $handler,
+            subcommands: $subs,
+        }
+    };
+}
+pub(crate) use cmd;
+
+use flags::*;
+use Merge::*;
+use Route::*;
+
+const NOKEYS: (i32, i32, i32) = (0, 0, 0);
+const KEY1: (i32, i32, i32) = (1, 1, 1);
+const KEYS12: (i32, i32, i32) = (1, 2, 1);
+const ALLKEYS: (i32, i32, i32) = (1, -1, 1);
+const PAIRS: (i32, i32, i32) = (1, -1, 2);
+const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST | NO_AUTH;
+
+/// Every command corekv serves. Subcommand tables live with their families.
+pub static COMMANDS: &[CommandSpec] = &[
+    // connection (implemented by the proxy: they change connection state)
+    cmd!("auth", -2, CONN, NOKEYS, Proxy, None),
+    cmd!("hello", -1, CONN, NOKEYS, Proxy, None),
+    cmd!("quit", -1, CONN, NOKEYS, Proxy, None),
+    cmd!("reset", 1, CONN, NOKEYS, Proxy, None),
+    cmd!("select", 2, LOADING | STALE | FAST, NOKEYS, Proxy, None),
+    cmd!("client", -2, 0, NOKEYS, Proxy, None, server::CLIENT_SUBCOMMANDS),
+    cmd!("ping", -1, FAST, NOKEYS, Local, Some(server::ping)),
+    cmd!("echo", 2, LOADING | STALE | FAST, NOKEYS, Local, Some(server::echo)),
+    // server
+    cmd!("command", -1, LOADING | STALE, NOKEYS, Proxy, None, server::COMMAND_SUBCOMMANDS),
+    cmd!("info", -1, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("config", -2, 0, NOKEYS, Proxy, None, server::CONFIG_SUBCOMMANDS),
+    cmd!("time", 1, LOADING | STALE | FAST, NOKEYS, Local, Some(server::time)),
+    cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("dbsize", 1, READONLY | FAST, NOKEYS, AllShards(Sum), Some(server::dbsize)),
+    cmd!("flushdb", -1, WRITE, NOKEYS, AllShards(AllOk), Some(server::flushdb)),
+    cmd!("flushall", -1, WRITE, NOKEYS, AllShards(AllOk), Some(server::flushall)),
+    // keyspace
+    cmd!("del", -2, WRITE, ALLKEYS, SplitKeys(Sum), Some(keys::del)),
+    cmd!("unlink", -2, WRITE | FAST, ALLKEYS, SplitKeys(Sum), Some(keys::del)),
+    cmd!("exists", -2, READONLY | FAST, ALLKEYS, SplitKeys(Sum), Some(keys::exists)),
+    cmd!("touch", -2, READONLY | FAST, ALLKEYS, SplitKeys(Sum), Some(keys::exists)),
+    cmd!("type", 2, READONLY | FAST, KEY1, Keyed, Some(keys::type_)),
+    cmd!("expire", -3, WRITE | FAST, KEY1, Keyed, Some(keys::expire)),
+    cmd!("pexpire", -3, WRITE | FAST, KEY1, Keyed, Some(keys::pexpire)),
+    cmd!("expireat", -3, WRITE | FAST, KEY1, Keyed, Some(keys::expireat)),
+    cmd!("pexpireat", -3, WRITE | FAST, KEY1, Keyed, Some(keys::pexpireat)),
+    cmd!("ttl", 2, READONLY | FAST, KEY1, Keyed, Some(keys::ttl)),
+    cmd!("pttl", 2, READONLY | FAST, KEY1, Keyed, Some(keys::pttl)),
+    cmd!("expiretime", 2, READONLY | FAST, KEY1, Keyed, Some(keys::expiretime)),
+    cmd!("pexpiretime", 2, READONLY | FAST, KEY1, Keyed, Some(keys::pexpiretime)),
+    cmd!("persist", 2, WRITE | FAST, KEY1, Keyed, Some(keys::persist)),
+    cmd!("keys", 2, READONLY, NOKEYS, AllShards(Concat), Some(keys::keys)),
+    cmd!("scan", -2, READONLY, NOKEYS, Proxy, None),
+    cmd!("randomkey", 1, READONLY, NOKEYS, Proxy, None),
+    cmd!("rename", 3, WRITE, KEYS12, Keyed, Some(keys::rename)),
+    cmd!("renamenx", 3, WRITE | FAST, KEYS12, Keyed, Some(keys::renamenx)),
+    cmd!("copy", -3, WRITE | DENYOOM, KEYS12, Keyed, Some(keys::copy)),
+    cmd!("object", -2, 0, NOKEYS, Keyed, None, keys::OBJECT_SUBCOMMANDS),
+    // strings
+    cmd!("get", 2, READONLY | FAST, KEY1, Keyed, Some(string::get)),
+    cmd!("set", -3, WRITE | DENYOOM, KEY1, Keyed, Some(string::set)),
+    cmd!("setnx", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::setnx)),
+    cmd!("setex", 4, WRITE | DENYOOM, KEY1, Keyed, Some(string::setex)),
+    cmd!("psetex", 4, WRITE | DENYOOM, KEY1, Keyed, Some(string::psetex)),
+    cmd!("getset", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::getset)),
+    cmd!("getdel", 2, WRITE | FAST, KEY1, Keyed, Some(string::getdel)),
+    cmd!("getex", -2, WRITE | FAST, KEY1, Keyed, Some(string::getex)),
+    cmd!("mget", -2, READONLY | FAST, ALLKEYS, SplitKeys(ByKey), Some(string::mget)),
+    cmd!("mset", -3, WRITE | DENYOOM, PAIRS, SplitKeys(AllOk), Some(string::mset)),
+    cmd!("msetnx", -3, WRITE | DENYOOM, PAIRS, Proxy, Some(string::msetnx)),
+    cmd!("append", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::append)),
+    cmd!("strlen", 2, READONLY | FAST, KEY1, Keyed, Some(string::strlen)),
+    cmd!("getrange", 4, READONLY, KEY1, Keyed, Some(string::getrange)),
+    cmd!("setrange", 4, WRITE | DENYOOM, KEY1, Keyed, Some(string::setrange)),
+    cmd!("incr", 2, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::incr)),
+    cmd!("decr", 2, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::decr)),
+    cmd!("incrby", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::incrby)),
+    cmd!("decrby", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::decrby)),
+    cmd!("incrbyfloat", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::incrbyfloat)),
+];
+
+/// The spec that runs for a command line: the command itself, or its
+/// subcommand when it has them (`None` for an unknown subcommand).
+pub fn resolve<'a>(spec: &'static CommandSpec, args: &Args<'a>) -> Option<&'static CommandSpec> {
+    if spec.subcommands.is_empty() || args.len() < 2 {
+        return Some(spec);
+    }
+    spec.subcommand(args.get(1))
+}
+
+/// Runs a shard-side command. `spec` is the resolved (sub)command.
+#[inline]
+pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args) {
+    shard.stats.commands += 1;
+    match spec.handler {
+        Some(handler) => handler(shard, ctx, args),
+        None => ctx.reply.error(&format!("ERR command '{}' cannot run on a shard", spec.name)),
+    }
+}
+
+/// `ERR wrong number of arguments for '<name>' command`.
+pub fn arity_error(name: &str) -> String {
+    format!("ERR wrong number of arguments for '{name}' command")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_positions() {
+        let find = |n: &str| COMMANDS.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(find("mset").key_indexes(5).collect::<Vec<_>>(), vec![1, 3]);
+        assert_eq!(find("del").key_indexes(4).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(find("rename").key_indexes(3).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(find("ping").key_indexes(2).count(), 0);
+        assert_eq!(find("get").key_indexes(2).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn names_are_unique_and_lower_case() {
+        let mut seen = std::collections::HashSet::new();
+        for c in COMMANDS {
+            assert_eq!(c.name, c.name.to_lowercase());
+            assert!(seen.insert(c.name), "{} twice", c.name);
+        }
+    }
+}

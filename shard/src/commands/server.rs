@@ -1,0 +1,87 @@
+//! Server commands that run on shards (PING, TIME, DBSIZE, FLUSH*) and the
+//! subcommand tables of the server commands the proxy implements.
+
+use super::flags::*;
+use super::{cmd, CommandSpec, Ctx, Route::Proxy};
+use crate::args::Args;
+use crate::reply::errors::SYNTAX;
+use crate::shard::Shard;
+
+pub fn ping(_s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    match args.len() {
+        1 => ctx.reply.simple("PONG"),
+        2 => ctx.reply.bulk(args.get(1)),
+        _ => ctx.reply.error(&super::arity_error("ping")),
+    }
+}
+
+pub fn echo(_s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    ctx.reply.bulk(args.get(1))
+}
+
+pub fn time(_s: &mut Shard, ctx: &mut Ctx, _args: Args) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    ctx.reply.array(2);
+    ctx.reply.bulk_int(now.as_secs() as i64);
+    ctx.reply.bulk_int(now.subsec_micros() as i64);
+}
+
+pub fn dbsize(s: &mut Shard, ctx: &mut Ctx, _args: Args) {
+    ctx.reply.int(s.dbs[ctx.db].len() as i64)
+}
+
+/// FLUSHDB/FLUSHALL accept an optional ASYNC or SYNC; both free at once here
+/// (a shard's part of the keyspace is small enough to drop inline).
+fn flush_mode_ok(args: &Args) -> bool {
+    args.len() == 1 || (args.len() == 2 && (args.is(1, "async") || args.is(1, "sync")))
+}
+
+pub fn flushdb(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    if !flush_mode_ok(&args) {
+        return ctx.reply.error(SYNTAX);
+    }
+    s.dbs[ctx.db].clear();
+    ctx.reply.ok()
+}
+
+pub fn flushall(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    if !flush_mode_ok(&args) {
+        return ctx.reply.error(SYNTAX);
+    }
+    for db in &mut s.dbs {
+        db.clear();
+    }
+    ctx.reply.ok()
+}
+
+const NOKEYS: (i32, i32, i32) = (0, 0, 0);
+const CONN: u32 = NOSCRIPT | LOADING | STALE;
+
+pub static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("client|id", 2, CONN, NOKEYS, Proxy, None),
+    cmd!("client|getname", 2, CONN, NOKEYS, Proxy, None),
+    cmd!("client|setname", 3, CONN, NOKEYS, Proxy, None),
+    cmd!("client|setinfo", 4, CONN, NOKEYS, Proxy, None),
+    cmd!("client|info", 2, CONN, NOKEYS, Proxy, None),
+    cmd!("client|list", -2, ADMIN | CONN, NOKEYS, Proxy, None),
+    cmd!("client|kill", -3, ADMIN | CONN, NOKEYS, Proxy, None),
+    cmd!("client|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
+pub static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("command|count", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("command|info", -2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("command|docs", -2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("command|list", -2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("command|getkeys", -4, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("command|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
+pub static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("config|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];

@@ -1,0 +1,335 @@
+//! Server configuration: one table of parameters shared by the config file,
+//! the command line and `CONFIG GET/SET`. Every shard holds its own copy;
+//! `CONFIG SET` is applied to each copy over the mesh, so reading a setting on
+//! the data path never touches shared memory.
+
+use crate::args::parse_memory;
+use crate::glob::glob_match;
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub port: u16,
+    pub bind: Vec<String>,
+    /// 0: one shard per CPU in `cpus`.
+    pub shards: usize,
+    /// CPU list in the kernel's syntax; empty: the process affinity mask.
+    pub cpus: String,
+    pub databases: usize,
+    pub requirepass: String,
+    pub maxclients: u64,
+    pub proto_max_bulk_len: u64,
+    pub client_query_buffer_limit: u64,
+    pub hz: u64,
+    pub timeout: u64,
+    pub tcp_keepalive: u64,
+    pub tcp_backlog: u64,
+    pub loglevel: String,
+    pub logfile: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 6379,
+            bind: vec!["127.0.0.1".into()],
+            shards: 0,
+            cpus: String::new(),
+            databases: 16,
+            requirepass: String::new(),
+            maxclients: 10000,
+            proto_max_bulk_len: 512 << 20,
+            client_query_buffer_limit: 1 << 30,
+            hz: 10,
+            timeout: 0,
+            tcp_keepalive: 300,
+            tcp_backlog: 511,
+            loglevel: "notice".into(),
+            logfile: String::new(),
+        }
+    }
+}
+
+type Getter = fn(&Config) -> String;
+type Setter = fn(&mut Config, &[&str]) -> Result<(), String>;
+
+pub struct Param {
+    pub name: &'static str,
+    /// Settable with CONFIG SET (others only at start).
+    pub mutable: bool,
+    get: Getter,
+    set: Setter,
+}
+
+fn one<'a>(values: &[&'a str]) -> Result<&'a str, String> {
+    match values {
+        [v] => Ok(v),
+        _ => Err("wrong number of arguments".into()),
+    }
+}
+
+fn int_in(values: &[&str], min: i64, max: i64) -> Result<i64, String> {
+    let v: i64 = one(values)?
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if v < min || v > max {
+        return Err(format!("argument must be between {min} and {max} inclusive"));
+    }
+    Ok(v)
+}
+
+fn memory_in(values: &[&str], min: u64) -> Result<u64, String> {
+    let v = parse_memory(one(values)?).ok_or_else(|| "argument must be a memory value".to_string())?;
+    if v < min || v > i64::MAX as u64 {
+        return Err(format!("argument must be between {min} and {} inclusive", i64::MAX));
+    }
+    Ok(v)
+}
+
+macro_rules! param {
+    ($name:literal, $mutable:expr, |$c:ident| $get:expr, |$cs:ident, $v:ident| $set:expr) => {
+        Param {
+            name: $name,
+            mutable: $mutable,
+            get: |$c: &Config| $get,
+            set: |$cs: &mut Config, $v: &[&str]| {
+                $set;
+                Ok(())
+            },
+        }
+    };
+}
+
+pub static PARAMS: &[Param] = &[
+    param!("port", false, |c| c.port.to_string(), |c, v| c.port = int_in(v, 0, 65535)? as u16),
+    param!("bind", false, |c| c.bind.join(" "), |c, v| {
+        if v.is_empty() {
+            return Err("wrong number of arguments".into());
+        }
+        c.bind = v.iter().map(|s| s.to_string()).collect()
+    }),
+    param!("shards", false, |c| c.shards.to_string(), |c, v| c.shards = int_in(v, 0, 1024)? as usize),
+    param!("cpus", false, |c| c.cpus.clone(), |c, v| c.cpus = one(v)?.to_string()),
+    param!("databases", false, |c| c.databases.to_string(), |c, v| c.databases =
+        int_in(v, 1, i32::MAX as i64)? as usize),
+    param!("requirepass", true, |c| c.requirepass.clone(), |c, v| c.requirepass = one(v)?.to_string()),
+    param!("maxclients", true, |c| c.maxclients.to_string(), |c, v| c.maxclients =
+        int_in(v, 1, u32::MAX as i64)? as u64),
+    param!("proto-max-bulk-len", true, |c| c.proto_max_bulk_len.to_string(), |c, v| c
+        .proto_max_bulk_len = memory_in(v, 1 << 20)?),
+    param!("client-query-buffer-limit", true, |c| c.client_query_buffer_limit.to_string(), |c, v| c
+        .client_query_buffer_limit = memory_in(v, 1 << 20)?),
+    // Redis clamps hz into 1..=500 rather than refusing.
+    param!("hz", true, |c| c.hz.to_string(), |c, v| c.hz = int_in(v, 0, i32::MAX as i64)?.clamp(1, 500) as u64),
+    param!("timeout", true, |c| c.timeout.to_string(), |c, v| c.timeout = int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("tcp-keepalive", true, |c| c.tcp_keepalive.to_string(), |c, v| c.tcp_keepalive =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("tcp-backlog", false, |c| c.tcp_backlog.to_string(), |c, v| c.tcp_backlog =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("loglevel", true, |c| c.loglevel.clone(), |c, v| {
+        let level = one(v)?.to_ascii_lowercase();
+        if !["debug", "verbose", "notice", "warning", "nothing"].contains(&level.as_str()) {
+            return Err("argument(s) must be one of the following: debug, verbose, notice, warning, nothing".into());
+        }
+        c.loglevel = level
+    }),
+    param!("logfile", false, |c| c.logfile.clone(), |c, v| c.logfile = one(v)?.to_string()),
+    // No persistence yet: reported as Redis reports it disabled, so tools that
+    // read them (redis-benchmark) see the truth.
+    param!("save", true, |_c| String::new(), |_c, v| {
+        if v.iter().any(|s| !s.is_empty()) {
+            return Err("persistence is not supported yet".into());
+        }
+    }),
+    param!("appendonly", true, |_c| "no".into(), |_c, v| {
+        if !one(v)?.eq_ignore_ascii_case("no") {
+            return Err("appendonly is not supported yet".into());
+        }
+    }),
+];
+
+pub fn find_param(name: &str) -> Option<&'static Param> {
+    PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+}
+
+impl Config {
+    /// Applies one setting by name; the error is the reason text Redis puts
+    /// after "CONFIG SET failed (possibly related to argument '...') - ".
+    pub fn set(&mut self, name: &str, values: &[&str]) -> Result<(), String> {
+        let param = find_param(name).ok_or_else(|| format!("Bad directive or wrong number of arguments ({name})"))?;
+        (param.set)(self, values)
+    }
+
+    pub fn get(&self, name: &str) -> Option<String> {
+        find_param(name).map(|p| (p.get)(self))
+    }
+
+    /// `(name, value)` of every parameter matching a CONFIG GET glob.
+    pub fn matching(&self, pattern: &[u8]) -> Vec<(&'static str, String)> {
+        PARAMS
+            .iter()
+            .filter(|p| glob_match(pattern, p.name.as_bytes(), true))
+            .map(|p| (p.name, (p.get)(self)))
+            .collect()
+    }
+
+    /// Parses a file in redis.conf syntax (`name value...`, `#` comments,
+    /// quoted values), applying each line on top of `self`.
+    pub fn load_text(&mut self, text: &str) -> Result<(), ConfigError> {
+        for (i, line) in text.lines().enumerate() {
+            let trimmed = line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let err = |reason: String| ConfigError {
+                line: i + 1,
+                text: trimmed.to_string(),
+                reason,
+            };
+            let words = split_args(trimmed.as_bytes()).ok_or_else(|| err("Unbalanced quotes in configuration line".into()))?;
+            let words: Vec<String> = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect();
+            let (name, values) = words.split_first().ok_or_else(|| err("empty line".into()))?;
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            match find_param(name) {
+                None => return Err(err("Bad directive or wrong number of arguments".into())),
+                Some(p) => (p.set)(self, &values).map_err(err)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+pub struct ConfigError {
+    pub line: usize,
+    pub text: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "\n*** FATAL CONFIG FILE ERROR (corekv {}) ***\nReading the configuration file, at line {}\n>>> '{}'\n{}",
+            env!("CARGO_PKG_VERSION"),
+            self.line,
+            self.text,
+            self.reason
+        )
+    }
+}
+
+/// Redis's `sdssplitargs`: splits on whitespace, honouring "double quotes"
+/// with \n \r \t \b \a \\ \" \xHH escapes and 'single quotes' with \'.
+/// `None` on unbalanced quotes or a closing quote not followed by a space.
+pub fn split_args(b: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() {
+            return Some(out);
+        }
+        let mut cur = Vec::new();
+        let (mut inq, mut insq) = (false, false);
+        loop {
+            if inq {
+                if i >= b.len() {
+                    return None;
+                }
+                if b[i] == b'\\' && i + 3 < b.len() && b[i + 1] == b'x' && is_hex(b[i + 2]) && is_hex(b[i + 3]) {
+                    cur.push(hex(b[i + 2]) * 16 + hex(b[i + 3]));
+                    i += 3;
+                } else if b[i] == b'\\' && i + 1 < b.len() {
+                    i += 1;
+                    cur.push(match b[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        c => c,
+                    });
+                } else if b[i] == b'"' {
+                    if i + 1 < b.len() && !b[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(b[i]);
+                }
+            } else if insq {
+                if i >= b.len() {
+                    return None;
+                }
+                if b[i] == b'\\' && i + 1 < b.len() && b[i + 1] == b'\'' {
+                    i += 1;
+                    cur.push(b'\'');
+                } else if b[i] == b'\'' {
+                    if i + 1 < b.len() && !b[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(b[i]);
+                }
+            } else {
+                if i >= b.len() {
+                    break;
+                }
+                match b[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => {
+                        i += 1;
+                        break;
+                    }
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    c => cur.push(c),
+                }
+            }
+            i += 1;
+        }
+        out.push(cur);
+    }
+}
+
+fn is_hex(c: u8) -> bool {
+    c.is_ascii_hexdigit()
+}
+
+fn hex(c: u8) -> u8 {
+    (c as char).to_digit(16).unwrap_or(0) as u8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_and_errors() {
+        let mut c = Config::default();
+        c.load_text("# comment\nport 7000\nbind 127.0.0.1 ::1\nproto-max-bulk-len 2mb\nrequirepass \"a b\"\n")
+            .unwrap();
+        assert_eq!(c.port, 7000);
+        assert_eq!(c.bind, vec!["127.0.0.1", "::1"]);
+        assert_eq!(c.proto_max_bulk_len, 2 << 20);
+        assert_eq!(c.requirepass, "a b");
+        let e = c.load_text("port 1\nnope 3\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        let e = c.load_text("maxclients 0\n").unwrap_err();
+        assert!(e.reason.contains("between 1 and"), "{}", e.reason);
+    }
+
+    #[test]
+    fn split_args_like_redis() {
+        assert_eq!(split_args(b"set a \"b c\"").unwrap(), vec![b"set".to_vec(), b"a".to_vec(), b"b c".to_vec()]);
+        assert_eq!(split_args(b"'it\\'s'").unwrap(), vec![b"it's".to_vec()]);
+        assert_eq!(split_args(b"\"\\x41\\n\"").unwrap(), vec![b"A\n".to_vec()]);
+        assert!(split_args(b"\"abc").is_none());
+        assert!(split_args(b"\"a\"b").is_none());
+        assert_eq!(split_args(b"   ").unwrap().len(), 0);
+    }
+}

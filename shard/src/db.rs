@@ -1,0 +1,286 @@
+//! One logical database of one shard: the table of entries plus the
+//! bookkeeping for expiry (lazy on access, plus an incremental sweep).
+
+use crate::bytes::CompactBytes;
+use crate::table::{DashTable, Keyed};
+use crate::value::Value;
+
+pub struct Entry {
+    pub key: CompactBytes,
+    pub value: Value,
+    /// Absolute unix time in ms; 0 means no expiry.
+    expire_at: u64,
+    /// Unix time in seconds of the last access (OBJECT IDLETIME, LRU).
+    access: u32,
+}
+
+impl Keyed for Entry {
+    #[inline]
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
+
+impl Entry {
+    #[inline]
+    pub fn expire_at(&self) -> Option<u64> {
+        (self.expire_at != 0).then_some(self.expire_at)
+    }
+
+    /// Seconds since the last access.
+    pub fn idle_seconds(&self, now: u64) -> u64 {
+        (now / 1000).saturating_sub(self.access as u64)
+    }
+
+    #[inline]
+    fn is_expired(&self, now: u64) -> bool {
+        self.expire_at != 0 && self.expire_at <= now
+    }
+}
+
+/// What a write does to the key's time to live.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub enum Ttl {
+    /// Remove any expiry (plain SET).
+    Clear,
+    /// Keep the current expiry (SET KEEPTTL, INCR, APPEND...).
+    Keep,
+    /// Expire at this unix time in ms.
+    At(u64),
+}
+
+#[derive(Default)]
+pub struct Db {
+    table: DashTable<Entry>,
+    /// Entries with an expiry, for `INFO keyspace` and to skip idle sweeps.
+    volatile: usize,
+    /// Where the active-expiry sweep resumes.
+    sweep_pos: u64,
+    /// Keys removed because their time ran out (lazily or by the sweep).
+    pub expired_keys: u64,
+}
+
+impl Db {
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    pub fn volatile(&self) -> usize {
+        self.volatile
+    }
+
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.table.hash(key)
+    }
+
+    /// The live entry for `key`, marked as accessed now; an entry whose time
+    /// has run out is removed instead.
+    #[inline]
+    pub fn get(&mut self, key: &[u8], now: u64) -> Option<&mut Entry> {
+        let entry = self.peek(key, now)?;
+        entry.access = (now / 1000) as u32;
+        Some(entry)
+    }
+
+    /// Like `get` without marking an access (TTL, TYPE, EXISTS, OBJECT).
+    #[inline]
+    pub fn peek(&mut self, key: &[u8], now: u64) -> Option<&mut Entry> {
+        let hash = self.table.hash(key);
+        let entry: *mut Entry = self.table.find_mut(hash, key)?;
+        // SAFETY: `entry` points into the table, which is not touched again
+        // before the reference is returned; this only sidesteps the borrow
+        // checker's conditional-return limitation (NLL problem case #3).
+        let live = unsafe { !(*entry).is_expired(now) };
+        if live {
+            return Some(unsafe { &mut *entry });
+        }
+        self.remove_expired(hash, key);
+        None
+    }
+
+    fn remove_expired(&mut self, hash: u64, key: &[u8]) {
+        if self.table.remove(hash, key).is_some() {
+            self.volatile -= 1;
+            self.expired_keys += 1;
+        }
+    }
+
+    pub fn contains(&mut self, key: &[u8], now: u64) -> bool {
+        self.peek(key, now).is_some()
+    }
+
+    /// Sets `key` to `value`, creating it or replacing its value, and applies
+    /// `ttl`. Returns the entry.
+    pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) -> &mut Entry {
+        let hash = self.table.hash(key);
+        if let Some(entry) = self.table.find_mut(hash, key) {
+            let entry: *mut Entry = entry;
+            // SAFETY: as in `get`.
+            let entry = unsafe { &mut *entry };
+            let old_volatile = entry.expire_at != 0;
+            // An expired key is replaced as if absent: KEEPTTL keeps nothing.
+            let ttl = if ttl == Ttl::Keep && entry.is_expired(now) { Ttl::Clear } else { ttl };
+            entry.value = value;
+            entry.access = (now / 1000) as u32;
+            match ttl {
+                Ttl::Clear => entry.expire_at = 0,
+                Ttl::Keep => {}
+                Ttl::At(t) => entry.expire_at = t.max(1),
+            }
+            self.volatile = self.volatile + (entry.expire_at != 0) as usize - old_volatile as usize;
+            return entry;
+        }
+        let expire_at = match ttl {
+            Ttl::At(t) => t.max(1),
+            _ => 0,
+        };
+        self.volatile += (expire_at != 0) as usize;
+        self.table.insert_unique(
+            hash,
+            Entry {
+                key: CompactBytes::new(key),
+                value,
+                expire_at,
+                access: (now / 1000) as u32,
+            },
+        )
+    }
+
+    /// Removes the live entry for `key`.
+    pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
+        let hash = self.table.hash(key);
+        let entry = self.table.remove(hash, key)?;
+        if entry.expire_at != 0 {
+            self.volatile -= 1;
+            if entry.is_expired(now) {
+                self.expired_keys += 1;
+                return None;
+            }
+        }
+        Some(entry)
+    }
+
+    /// Sets or clears the expiry of an existing live key. Returns false when
+    /// the key does not exist.
+    pub fn set_expire(&mut self, key: &[u8], at: Option<u64>, now: u64) -> bool {
+        let Some(entry) = self.peek(key, now) else {
+            return false;
+        };
+        let was = entry.expire_at != 0;
+        entry.expire_at = at.map_or(0, |t| t.max(1));
+        let is = entry.expire_at != 0;
+        self.volatile = self.volatile + is as usize - was as usize;
+        true
+    }
+
+    /// Calls `visit` for live keys from scan position `pos`; see
+    /// [`DashTable::scan`].
+    pub fn scan(&self, pos: u64, shift: u32, count: usize, now: u64, mut visit: impl FnMut(&Entry)) -> Option<u64> {
+        self.table.scan(pos, shift, count, |e| {
+            if !e.is_expired(now) {
+                visit(e)
+            }
+        })
+    }
+
+    pub fn iter_live(&self, now: u64) -> impl Iterator<Item = &Entry> {
+        self.table.iter().filter(move |e| !e.is_expired(now))
+    }
+
+    /// A random live key (expired picks are removed and retried a few times,
+    /// as Redis's `dbRandomKey` does).
+    pub fn random_key(&mut self, now: u64, mut rnd: impl FnMut() -> u64) -> Option<CompactBytes> {
+        for _ in 0..100 {
+            let entry = self.table.random(&mut rnd)?;
+            if !entry.is_expired(now) {
+                return Some(entry.key.clone());
+            }
+            let key = entry.key.clone();
+            self.remove_expired(self.table.hash(&key), &key);
+        }
+        None
+    }
+
+    pub fn clear(&mut self) {
+        self.table.clear();
+        self.volatile = 0;
+        self.sweep_pos = 0;
+    }
+
+    /// One step of active expiry: sweeps segments until about `budget`
+    /// entries were examined or the table was swept once. Returns the number
+    /// of keys expired.
+    pub fn expire_step(&mut self, now: u64, budget: usize) -> usize {
+        if self.volatile == 0 {
+            return 0;
+        }
+        let mut examined = 0;
+        let mut expired = 0;
+        let start = self.sweep_pos;
+        let mut wrapped = false;
+        while examined < budget {
+            let mut seen = 0;
+            let (removed, next) = self.table.sweep_segment(self.sweep_pos, |e| {
+                seen += 1;
+                !e.is_expired(now)
+            });
+            examined += seen.max(1);
+            expired += removed;
+            self.sweep_pos = next.unwrap_or(0);
+            if next.is_none() {
+                wrapped = true;
+            }
+            if wrapped && self.sweep_pos >= start {
+                break;
+            }
+        }
+        self.volatile -= expired;
+        self.expired_keys += expired as u64;
+        expired
+    }
+
+    /// Bytes used by this database: table arrays plus keys' and values' heap.
+    pub fn memory_estimate(&self) -> usize {
+        self.table.allocation_size() + self.table.iter().map(|e| e.key.heap_size() + e.value.heap_size()).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lazy_and_active_expiry() {
+        let mut db = Db::default();
+        for i in 0..2000u32 {
+            let ttl = if i % 2 == 0 { Ttl::At(100) } else { Ttl::Clear };
+            db.set(&i.to_be_bytes(), Value::Int(i as i64), ttl, 0);
+        }
+        assert_eq!(db.volatile(), 1000);
+        assert!(db.get(&0u32.to_be_bytes(), 50).is_some());
+        assert!(db.get(&0u32.to_be_bytes(), 100).is_none());
+        assert_eq!(db.expired_keys, 1);
+        let mut total = 1;
+        for _ in 0..100 {
+            total += db.expire_step(200, 500);
+        }
+        assert_eq!(total, 1000);
+        assert_eq!(db.volatile(), 0);
+        assert_eq!(db.len(), 1000);
+    }
+
+    #[test]
+    fn keep_ttl_and_overwrite() {
+        let mut db = Db::default();
+        db.set(b"k", Value::Int(1), Ttl::At(1000), 0);
+        db.set(b"k", Value::Int(2), Ttl::Keep, 0);
+        assert_eq!(db.get(b"k", 0).unwrap().expire_at(), Some(1000));
+        db.set(b"k", Value::Int(3), Ttl::Clear, 0);
+        assert_eq!(db.get(b"k", 0).unwrap().expire_at(), None);
+        assert_eq!(db.volatile(), 0);
+    }
+}

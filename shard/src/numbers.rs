@@ -1,0 +1,84 @@
+//! Bindings to `numbers.c`: the number formats whose digits must match
+//! Redis's C long double and strtod exactly.
+
+use std::os::raw::{c_char, c_int};
+
+extern "C" {
+    fn corekv_parse_double(s: *const c_char, len: usize, out: *mut f64) -> c_int;
+    fn corekv_incrbyfloat(
+        current: *const c_char,
+        current_len: usize,
+        incr: *const c_char,
+        incr_len: usize,
+        out: *mut c_char,
+        out_cap: usize,
+    ) -> c_int;
+}
+
+/// Redis's `string2d`: strtod over the whole argument, no leading space, no
+/// NaN, no overflow.
+pub fn parse_double(s: &[u8]) -> Option<f64> {
+    let mut out = 0f64;
+    // SAFETY: the C side reads at most `len` bytes and writes one f64.
+    let ok = unsafe { corekv_parse_double(s.as_ptr().cast(), s.len(), &mut out) };
+    (ok == 1).then_some(out)
+}
+
+pub enum IncrFloatError {
+    NotFloat,
+    NanOrInfinity,
+}
+
+/// INCRBYFLOAT's arithmetic and formatting, in long double as Redis does.
+pub fn incr_by_float(current: Option<&[u8]>, incr: &[u8]) -> Result<Vec<u8>, IncrFloatError> {
+    let mut out = vec![0u8; 5 * 1024 + 64];
+    let (cur_ptr, cur_len) = match current {
+        Some(c) => (c.as_ptr(), c.len()),
+        None => (std::ptr::null(), 0),
+    };
+    // SAFETY: pointers and lengths describe live slices; `out` has `out.len()`
+    // writable bytes and the C side never writes past `out_cap`.
+    let n = unsafe {
+        corekv_incrbyfloat(
+            cur_ptr.cast(),
+            cur_len,
+            incr.as_ptr().cast(),
+            incr.len(),
+            out.as_mut_ptr().cast(),
+            out.len(),
+        )
+    };
+    match n {
+        -2 => Err(IncrFloatError::NanOrInfinity),
+        n if n < 0 => Err(IncrFloatError::NotFloat),
+        n => {
+            out.truncate(n as usize);
+            Ok(out)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_redis_digits() {
+        let r = |c: Option<&str>, i: &str| match incr_by_float(c.map(str::as_bytes), i.as_bytes()) {
+            Ok(v) => String::from_utf8(v).unwrap(),
+            Err(IncrFloatError::NotFloat) => "notfloat".into(),
+            Err(IncrFloatError::NanOrInfinity) => "naninf".into(),
+        };
+        assert_eq!(r(None, "0.1"), "0.1");
+        assert_eq!(r(Some("10.50"), "0.1"), "10.6");
+        assert_eq!(r(Some("5.0e3"), "2.0e2"), "5200");
+        assert_eq!(r(Some("3"), "-3"), "0");
+        assert_eq!(r(Some("abc"), "1"), "notfloat");
+        assert_eq!(r(Some("1"), " 1"), "notfloat");
+        assert_eq!(r(Some("1"), "inf"), "naninf");
+        assert_eq!(parse_double(b"1.5"), Some(1.5));
+        assert_eq!(parse_double(b"0x10"), Some(16.0));
+        assert_eq!(parse_double(b"nan"), None);
+        assert_eq!(parse_double(b"1e999"), None);
+    }
+}

@@ -1,0 +1,89 @@
+//! One shard: the part of the keyspace a single core owns, with its own
+//! configuration copy and statistics. Only its core ever touches it.
+
+use crate::config::Config;
+use crate::db::Db;
+
+#[derive(Default, Clone, Debug)]
+pub struct Stats {
+    /// Commands executed on this shard (parts of split commands included).
+    pub commands: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    /// Batches executed here on behalf of another core.
+    pub remote_batches: u64,
+}
+
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+    pub dbs: Vec<Db>,
+    pub config: Config,
+    pub stats: Stats,
+    rng: u64,
+}
+
+impl Shard {
+    pub fn new(index: usize, count: usize, config: Config) -> Self {
+        let dbs = (0..config.databases).map(|_| Db::default()).collect();
+        Shard {
+            index,
+            count,
+            dbs,
+            config,
+            stats: Stats::default(),
+            rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ unix_ms(),
+        }
+    }
+
+    /// xorshift64*: cheap per-shard randomness for sampling.
+    pub fn random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// One active-expiry tick (called `hz` times a second): sweeps part of
+    /// each database holding keys with a TTL, continuing while more than a
+    /// quarter of what it examined had expired, as Redis's cycle does.
+    pub fn active_expire(&mut self, now: u64) -> usize {
+        const BUDGET: usize = 2048;
+        let mut total = 0;
+        for db in &mut self.dbs {
+            for _ in 0..8 {
+                let expired = db.expire_step(now, BUDGET);
+                total += expired;
+                if expired < BUDGET / 4 {
+                    break;
+                }
+            }
+        }
+        total
+    }
+
+    pub fn expired_keys(&self) -> u64 {
+        self.dbs.iter().map(|d| d.expired_keys).sum()
+    }
+
+    pub fn keys(&self) -> usize {
+        self.dbs.iter().map(Db::len).sum()
+    }
+
+    pub fn reset_stats(&mut self) {
+        self.stats = Stats::default();
+        for db in &mut self.dbs {
+            db.expired_keys = 0;
+        }
+    }
+}
+
+/// Wall-clock unix time in milliseconds.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,352 @@
+//! The keyspace table: extendible hashing over small segments (the shape of
+//! Dragonfly's dashtable). A directory indexed by the top bits of the hash
+//! points at segments; a full segment splits in two, so growth never rehashes
+//! more than one segment at a time (no stop-the-world resize spike).
+//!
+//! Because a segment always covers a contiguous range of hash values, a scan
+//! cursor can be a position in hash space: entries present for the whole scan
+//! are returned at least once, whatever splits happen in between (the SCAN
+//! guarantee), with no extra state kept per cursor.
+
+use hashbrown::HashTable;
+
+/// Entries split a segment once it holds this many (hashbrown's 7/8 load of
+/// 1024 buckets, so a segment's bucket array never exceeds 1024).
+const SEGMENT_MAX: usize = 896;
+
+pub trait Keyed {
+    fn key(&self) -> &[u8];
+}
+
+struct Segment<E> {
+    depth: u32,
+    table: HashTable<E>,
+}
+
+pub struct DashTable<E> {
+    dir: Vec<u32>,
+    segments: Vec<Segment<E>>,
+    global_depth: u32,
+    len: usize,
+    hasher: ahash::RandomState,
+}
+
+impl<E: Keyed> Default for DashTable<E> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<E: Keyed> DashTable<E> {
+    pub fn new() -> Self {
+        DashTable {
+            dir: vec![0],
+            segments: vec![Segment {
+                depth: 0,
+                table: HashTable::new(),
+            }],
+            global_depth: 0,
+            len: 0,
+            // Fixed seeds: cursors and sampling stay meaningful for the life of
+            // the process; per-process randomness is not needed against
+            // collision flooding because segments are small and bounded.
+            hasher: ahash::RandomState::with_seeds(
+                0x243f_6a88_85a3_08d3,
+                0x1319_8a2e_0370_7344,
+                0xa409_3822_299f_31d0,
+                0x082e_fa98_ec4e_6c89,
+            ),
+        }
+    }
+
+    #[inline]
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn segment_of(&self, hash: u64) -> usize {
+        let index = hash.checked_shr(64 - self.global_depth).unwrap_or(0) as usize;
+        self.dir[index] as usize
+    }
+
+    #[inline]
+    pub fn find(&self, hash: u64, key: &[u8]) -> Option<&E> {
+        let seg = self.segment_of(hash);
+        self.segments[seg].table.find(hash, |e| e.key() == key)
+    }
+
+    #[inline]
+    pub fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut E> {
+        let seg = self.segment_of(hash);
+        self.segments[seg].table.find_mut(hash, |e| e.key() == key)
+    }
+
+    /// Inserts an entry whose key is known to be absent.
+    pub fn insert_unique(&mut self, hash: u64, entry: E) -> &mut E {
+        let mut seg = self.segment_of(hash);
+        if self.segments[seg].table.len() >= SEGMENT_MAX {
+            self.split(hash);
+            seg = self.segment_of(hash);
+        }
+        self.len += 1;
+        let hasher = &self.hasher;
+        self.segments[seg]
+            .table
+            .insert_unique(hash, entry, |e| hasher.hash_one(e.key()))
+            .into_mut()
+    }
+
+    pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<E> {
+        let seg = self.segment_of(hash);
+        match self.segments[seg].table.find_entry(hash, |e| e.key() == key) {
+            Ok(occupied) => {
+                self.len -= 1;
+                Some(occupied.remove().0)
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Splits the segment that `hash` maps to, doubling the directory first
+    /// when that segment is already as deep as the directory.
+    fn split(&mut self, hash: u64) {
+        let seg = self.segment_of(hash);
+        let depth = self.segments[seg].depth;
+        if depth == 63 {
+            return; // cannot happen with a real hash; let the segment grow
+        }
+        if depth == self.global_depth {
+            let doubled: Vec<u32> = (0..self.dir.len() * 2).map(|i| self.dir[i >> 1]).collect();
+            self.dir = doubled;
+            self.global_depth += 1;
+        }
+        let moved_bit = 1u64 << (63 - depth);
+        let hasher = &self.hasher;
+        let old = &mut self.segments[seg];
+        old.depth = depth + 1;
+        let mut upper = HashTable::with_capacity(old.table.len() / 2 + 16);
+        for e in old.table.extract_if(|e| hasher.hash_one(e.key()) & moved_bit != 0) {
+            let h = hasher.hash_one(e.key());
+            upper.insert_unique(h, e, |e| hasher.hash_one(e.key()));
+        }
+        let new_index = self.segments.len() as u32;
+        self.segments.push(Segment {
+            depth: depth + 1,
+            table: upper,
+        });
+        let span = 1usize << (self.global_depth - depth);
+        let first = (hash >> (64 - self.global_depth)) as usize & !(span - 1);
+        for slot in &mut self.dir[first + span / 2..first + span] {
+            *slot = new_index;
+        }
+    }
+
+    /// Hash range `[lo, hi)` covered by the segment holding `hash` (hi as u128
+    /// so the last segment's end, 2^64, is representable).
+    fn range_of(&self, hash: u64) -> (u64, u128) {
+        let depth = self.segments[self.segment_of(hash)].depth;
+        if depth == 0 {
+            return (0, 1u128 << 64);
+        }
+        let lo = hash & !(u64::MAX >> depth);
+        (lo, lo as u128 + (1u128 << (64 - depth)))
+    }
+
+    /// Visits entries whose `hash >> shift` is at least `pos`, in hash order,
+    /// stopping after the first hash group that brings the count to `count`.
+    /// Returns the position to resume from, or `None` when the table is done.
+    /// `shift` lets the caller keep a few cursor bits for itself.
+    pub fn scan(&self, pos: u64, shift: u32, count: usize, mut visit: impl FnMut(&E)) -> Option<u64> {
+        let mut pos = pos;
+        let mut visited = 0usize;
+        let mut group: Vec<(u64, &E)> = Vec::new();
+        loop {
+            let full = pos << shift;
+            let seg = &self.segments[self.segment_of(full)];
+            group.clear();
+            for e in seg.table.iter() {
+                let h = self.hash(e.key()) >> shift;
+                if h >= pos {
+                    group.push((h, e));
+                }
+            }
+            group.sort_unstable_by_key(|(h, _)| *h);
+            let mut i = 0;
+            while i < group.len() {
+                let h = group[i].0;
+                while i < group.len() && group[i].0 == h {
+                    visit(group[i].1);
+                    visited += 1;
+                    i += 1;
+                }
+                if visited >= count && i < group.len() {
+                    return Some(group[i].0);
+                }
+            }
+            let (_, hi) = self.range_of(full);
+            if hi >= 1u128 << 64 {
+                return None;
+            }
+            pos = (hi >> shift) as u64;
+            if visited >= count {
+                return Some(pos);
+            }
+        }
+    }
+
+    /// A pseudo-random entry, chosen by segment then by position (close to
+    /// uniform: segments are of similar size).
+    pub fn random(&self, mut rnd: impl FnMut() -> u64) -> Option<&E> {
+        if self.len == 0 {
+            return None;
+        }
+        for _ in 0..16 {
+            let seg = &self.segments[self.dir[(rnd() % self.dir.len() as u64) as usize] as usize];
+            if !seg.table.is_empty() {
+                let nth = (rnd() % seg.table.len() as u64) as usize;
+                return seg.table.iter().nth(nth);
+            }
+        }
+        let nonempty: Vec<&Segment<E>> = self.segments.iter().filter(|s| !s.table.is_empty()).collect();
+        let seg = nonempty[(rnd() % nonempty.len() as u64) as usize];
+        seg.table.iter().nth((rnd() % seg.table.len() as u64) as usize)
+    }
+
+    /// Runs `keep` over one segment (the one covering hash position `pos`),
+    /// dropping entries it rejects. Returns how many were dropped and the
+    /// position of the next segment (`None` after the last): an incremental
+    /// sweep for active expiry.
+    pub fn sweep_segment(&mut self, pos: u64, mut keep: impl FnMut(&mut E) -> bool) -> (usize, Option<u64>) {
+        let seg = self.segment_of(pos);
+        let before = self.segments[seg].table.len();
+        self.segments[seg].table.retain(|e| keep(e));
+        let removed = before - self.segments[seg].table.len();
+        self.len -= removed;
+        let (_, hi) = self.range_of(pos);
+        (removed, if hi >= 1u128 << 64 { None } else { Some(hi as u64) })
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &E> {
+        self.segments.iter().flat_map(|s| s.table.iter())
+    }
+
+    pub fn clear(&mut self) {
+        *self = DashTable {
+            hasher: self.hasher.clone(),
+            ..Self::new()
+        };
+    }
+
+    /// Bytes held by the table's own arrays (not by what entries point to).
+    pub fn allocation_size(&self) -> usize {
+        self.segments.iter().map(|s| s.table.allocation_size()).sum::<usize>() + self.dir.capacity() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeSet, HashSet};
+
+    struct K(Vec<u8>);
+    impl Keyed for K {
+        fn key(&self) -> &[u8] {
+            &self.0
+        }
+    }
+
+    fn insert(t: &mut DashTable<K>, k: &[u8]) {
+        let h = t.hash(k);
+        if t.find(h, k).is_none() {
+            t.insert_unique(h, K(k.to_vec()));
+        }
+    }
+
+    #[test]
+    fn grows_by_splitting_and_finds_everything() {
+        let mut t = DashTable::new();
+        for i in 0..20_000u32 {
+            insert(&mut t, &i.to_be_bytes());
+        }
+        assert_eq!(t.len(), 20_000);
+        assert!(t.segments.len() > 16);
+        for i in 0..20_000u32 {
+            let k = i.to_be_bytes();
+            assert!(t.find(t.hash(&k), &k).is_some());
+        }
+        for i in (0..20_000u32).step_by(2) {
+            let k = i.to_be_bytes();
+            assert!(t.remove(t.hash(&k), &k).is_some());
+        }
+        assert_eq!(t.len(), 10_000);
+        assert_eq!(t.iter().count(), 10_000);
+    }
+
+    #[test]
+    fn scan_returns_every_stable_key_despite_splits() {
+        for shift in [0u32, 3] {
+            let mut t = DashTable::new();
+            for i in 0..3000u32 {
+                insert(&mut t, format!("stable{i}").as_bytes());
+            }
+            let mut seen = HashSet::new();
+            let mut pos = 0;
+            let mut extra = 0u32;
+            loop {
+                let next = t.scan(pos, shift, 10, |e| {
+                    seen.insert(e.0.clone());
+                });
+                // Grow the table between calls to force splits mid-scan.
+                for _ in 0..50 {
+                    insert(&mut t, format!("extra{extra}").as_bytes());
+                    extra += 1;
+                }
+                match next {
+                    Some(p) => {
+                        assert!(p > pos || pos == 0);
+                        pos = p;
+                    }
+                    None => break,
+                }
+            }
+            for i in 0..3000u32 {
+                assert!(seen.contains(format!("stable{i}").as_bytes()), "missed stable{i}");
+            }
+        }
+    }
+
+    #[test]
+    fn scan_of_empty_table_ends_at_once() {
+        let t: DashTable<K> = DashTable::new();
+        assert_eq!(t.scan(0, 0, 10, |_| panic!()), None);
+    }
+
+    #[test]
+    fn sweep_visits_each_segment_once() {
+        let mut t = DashTable::new();
+        for i in 0..5000u32 {
+            insert(&mut t, &i.to_le_bytes());
+        }
+        let mut pos = Some(0);
+        let mut kept = BTreeSet::new();
+        while let Some(p) = pos {
+            let (_, next) = t.sweep_segment(p, |e| {
+                assert!(kept.insert(e.0.clone()), "visited twice");
+                true
+            });
+            pos = next;
+        }
+        assert_eq!(kept.len(), 5000);
+    }
+}

@@ -1,0 +1,113 @@
+//! Values stored in the keyspace. Strings keep Redis's three encodings so
+//! `OBJECT ENCODING` answers as Redis does and `INCR` works on a native i64.
+//! The aggregate types of later issues become further variants here.
+
+use crate::args::parse_i64;
+use crate::bytes::CompactBytes;
+
+/// Longest string Redis stores as `embstr`.
+const EMBSTR_MAX: usize = 44;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A string that is a canonical i64 (`OBJECT ENCODING` "int").
+    Int(i64),
+    /// A short immutable string ("embstr").
+    Emb(CompactBytes),
+    /// A string that was modified in place or is long ("raw"). Boxed so a
+    /// `Value` stays 24 bytes (the niche of `CompactBytes` holds the tag).
+    Raw(Box<Vec<u8>>),
+}
+
+impl Value {
+    /// The encoding Redis's `tryObjectEncoding` would pick (SET, SETNX,
+    /// GETSET, APPEND on a new key).
+    pub fn from_bytes_encoded(bytes: &[u8]) -> Value {
+        if bytes.len() <= 20 {
+            if let Some(n) = parse_i64(bytes) {
+                return Value::Int(n);
+            }
+        }
+        Value::from_bytes(bytes)
+    }
+
+    /// A plain string object as Redis creates one from a command argument
+    /// (MSET stores arguments without trying the integer encoding).
+    pub fn from_bytes(bytes: &[u8]) -> Value {
+        if bytes.len() <= EMBSTR_MAX {
+            Value::Emb(CompactBytes::new(bytes))
+        } else {
+            Value::Raw(Box::new(bytes.to_vec()))
+        }
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Int(_) | Value::Emb(_) | Value::Raw(_) => "string",
+        }
+    }
+
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "int",
+            Value::Emb(_) => "embstr",
+            Value::Raw(_) => "raw",
+        }
+    }
+
+    pub fn is_string(&self) -> bool {
+        matches!(self, Value::Int(_) | Value::Emb(_) | Value::Raw(_))
+    }
+
+    /// The string's bytes; integers are formatted into `scratch`.
+    pub fn string_bytes<'a>(&'a self, scratch: &'a mut itoa::Buffer) -> Option<&'a [u8]> {
+        match self {
+            Value::Int(n) => Some(scratch.format(*n).as_bytes()),
+            Value::Emb(b) => Some(b.as_slice()),
+            Value::Raw(v) => Some(v.as_slice()),
+        }
+    }
+
+    /// Length of the string form.
+    pub fn string_len(&self) -> Option<usize> {
+        let mut scratch = itoa::Buffer::new();
+        self.string_bytes(&mut scratch).map(<[u8]>::len)
+    }
+
+    /// Heap bytes owned by the value (for memory accounting).
+    pub fn heap_size(&self) -> usize {
+        match self {
+            Value::Int(_) => 0,
+            Value::Emb(b) => b.heap_size(),
+            Value::Raw(v) => v.capacity() + std::mem::size_of::<Vec<u8>>(),
+        }
+    }
+
+    /// Converts a string to the mutable "raw" form for APPEND/SETRANGE.
+    pub fn make_raw(&mut self) -> Option<&mut Vec<u8>> {
+        let bytes = match self {
+            Value::Raw(v) => return Some(v),
+            Value::Int(n) => itoa::Buffer::new().format(*n).as_bytes().to_vec(),
+            Value::Emb(b) => b.as_slice().to_vec(),
+        };
+        *self = Value::Raw(Box::new(bytes));
+        match self {
+            Value::Raw(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings_match_redis() {
+        assert_eq!(Value::from_bytes_encoded(b"123").encoding(), "int");
+        assert_eq!(Value::from_bytes_encoded(b"0123").encoding(), "embstr");
+        assert_eq!(Value::from_bytes_encoded(&[b'a'; 44]).encoding(), "embstr");
+        assert_eq!(Value::from_bytes_encoded(&[b'a'; 45]).encoding(), "raw");
+        assert_eq!(Value::from_bytes(b"123").encoding(), "embstr");
+    }
+}
