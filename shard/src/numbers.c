@@ -20,7 +20,7 @@ static int parse_long_double(const char *s, size_t len, long double *out) {
     buf[len] = '\0';
     errno = 0;
     value = strtold(buf, &eptr);
-    if (isspace((unsigned char)buf[0]) || eptr[0] != '\0' ||
+    if (isspace((unsigned char)buf[0]) || eptr[0] != '\0' || (size_t)(eptr - buf) != len ||
         (errno == ERANGE && (value == HUGE_VALL || value == -HUGE_VALL || fpclassify(value) == FP_ZERO)) ||
         isnan(value))
         return 0;

@@ -181,7 +181,7 @@ const CLIENT_HELP: &[&str] = &[
     "    * LIB-NAME: the client lib name.",
     "    * LIB-VER: the client lib version.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 pub fn client(conn: &mut Connection, spec: &CommandSpec, args: Args) {

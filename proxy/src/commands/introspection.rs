@@ -82,12 +82,13 @@ impl Metadata {
             let mut info = recorded_info.get(spec.name).cloned().unwrap_or_else(|| synthesized_info(spec));
             if let Value::Array(fields) = &mut info {
                 if let Some(Value::Array(subs)) = fields.get_mut(9) {
-                    let recorded: HashMap<String, Value> = subs.drain(..).filter_map(|v| Some((name_of(&v)?, v))).collect();
-                    *subs = spec
-                        .subcommands
-                        .iter()
-                        .map(|s| recorded.get(s.name).cloned().unwrap_or_else(|| synthesized_info(s)))
-                        .collect();
+                    // Redis's order, only what is implemented, then ours.
+                    subs.retain(|v| spec.subcommands.iter().any(|s| name_of(v).as_deref() == Some(s.name)));
+                    for s in spec.subcommands {
+                        if !subs.iter().any(|v| name_of(v).as_deref() == Some(s.name)) {
+                            subs.push(synthesized_info(s));
+                        }
+                    }
                 }
             }
             meta.info.insert(spec.name, info);
@@ -128,6 +129,8 @@ const COMMAND_HELP: &[&str] = &[
     "    commands are returned.",
     "GETKEYS <full-command>",
     "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
     "HELP",
     "    Prints this help.",
 ];
@@ -151,13 +154,14 @@ pub fn command(conn: &mut Connection, spec: &CommandSpec, args: Args) {
             let names: Vec<&'static str> = if args.len() == 2 {
                 COMMANDS.iter().map(|c| c.name).collect()
             } else {
-                args.iter().filter_map(|n| COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(n)).map(|c| c.name)).collect()
+                args.iter().skip(2).filter_map(|n| COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(n)).map(|c| c.name)).collect()
             };
             let pairs = names.into_iter().map(|n| (bulk(n), meta.docs[n].clone())).collect();
             write(conn, Value::Map(pairs))
         }
         "command|list" => command_list(conn, args),
-        "command|getkeys" => getkeys(conn, args),
+        "command|getkeys" => getkeys(conn, args, false),
+        "command|getkeysandflags" => getkeys(conn, args, true),
         _ => help(conn, COMMAND_HELP),
     }
 }
@@ -216,10 +220,33 @@ fn command_list(conn: &mut Connection, args: Args) {
     });
 }
 
-fn getkeys(conn: &mut Connection, args: Args) {
-    let Some(mut spec) = conn.core.commands.lookup(args.get(2)) else {
+/// The flags of each key spec of a command's metadata entry.
+fn key_spec_flags(info: Option<&Value>) -> Vec<Value> {
+    let Some(Value::Array(fields)) = info else {
+        return Vec::new();
+    };
+    let specs = match fields.get(8) {
+        Some(Value::Array(specs) | Value::Set(specs)) => specs,
+        _ => return Vec::new(),
+    };
+    specs
+        .iter()
+        .map(|spec| match spec {
+            Value::Map(pairs) => pairs
+                .iter()
+                .find(|(k, _)| k.as_bytes() == Some(b"flags"))
+                .map(|(_, v)| v.clone())
+                .unwrap_or(Value::Set(vec![])),
+            _ => Value::Set(vec![]),
+        })
+        .collect()
+}
+
+fn getkeys(conn: &mut Connection, args: Args, with_flags: bool) {
+    let Some(top) = conn.core.commands.lookup(args.get(2)) else {
         return conn.error("ERR Invalid command specified");
     };
+    let mut spec = top;
     let argc = args.len() - 2;
     if !spec.subcommands.is_empty() && argc >= 2 {
         match spec.subcommand(args.get(3)) {
@@ -234,12 +261,31 @@ fn getkeys(conn: &mut Connection, args: Args) {
     if keys.is_empty() {
         return conn.error("ERR The command has no key arguments");
     }
-    reply(conn, |r| {
-        r.array(keys.len());
-        for i in keys {
-            r.bulk(args.get(i + 2));
-        }
+    let meta = metadata();
+    let info = meta.info.get(top.name).and_then(|i| match i {
+        Value::Array(f) if spec.name != top.name => match f.get(9) {
+            Some(Value::Array(subs)) => subs.iter().find(|v| name_of(v).as_deref() == Some(spec.name)),
+            _ => None,
+        },
+        other => Some(other),
     });
+    // Our commands have one key spec for all keys, or one per key.
+    let flags = key_spec_flags(info);
+    let items = keys
+        .iter()
+        .enumerate()
+        .map(|(n, &i)| {
+            let key = Value::Bulk(args.get(i + 2).to_vec());
+            if with_flags {
+                let f = flags.get(n.min(flags.len().saturating_sub(1))).cloned().unwrap_or(Value::Set(vec![]));
+                Value::Array(vec![key, f])
+            } else {
+                key
+            }
+        })
+        .collect();
+    let resp3 = conn.state.resp3;
+    conn.pipeline.local(|out| Value::Array(items).encode(out, resp3));
 }
 
 #[cfg(test)]
@@ -264,10 +310,9 @@ mod tests {
             let Value::Array(f) = info else { unreachable!() };
             if let Value::Array(subs) = &f[9] {
                 assert_eq!(subs.len(), spec.subcommands.len());
-                for (sub, sinfo) in spec.subcommands.iter().zip(subs) {
-                    if sub.name != "client|setinfo" {
-                        check(sub, sinfo);
-                    }
+                for sub in spec.subcommands {
+                    let sinfo = subs.iter().find(|v| name_of(v).as_deref() == Some(sub.name)).expect("listed");
+                    check(sub, sinfo);
                 }
             }
         }

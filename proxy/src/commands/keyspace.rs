@@ -163,7 +163,7 @@ pub async fn msetnx(conn: &mut Connection, args: Args<'_>) {
             let mut s = core.shard.borrow_mut();
             let now = shard::unix_ms();
             for (k, v) in &pairs {
-                s.dbs[db].set(k, Value::from_bytes(v), Ttl::Clear, now);
+                s.dbs[db].set(k, Value::from_bytes_encoded(v), Ttl::Clear, now);
             }
         })
         .await;

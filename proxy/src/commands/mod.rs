@@ -27,7 +27,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
             connection::client(conn, spec, args)
         }
         "command" | "command|count" | "command|info" | "command|docs" | "command|list" | "command|getkeys"
-        | "command|help" => introspection::command(conn, spec, args),
+        | "command|getkeysandflags" | "command|help" => introspection::command(conn, spec, args),
         "config|get" => server::config_get(conn, args),
         "config|help" => server::config_help(conn),
         "msetnx" => match conn.owner_of_keys(spec, &args) {

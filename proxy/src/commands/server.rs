@@ -289,7 +289,7 @@ pub fn config_help(conn: &mut Connection) {
 /// core's copy, then applied to every core's copy.
 pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     if args.len() % 2 != 0 {
-        return conn.error(&shard::commands::arity_error("config|set"));
+        return conn.error(SYNTAX);
     }
     let mut changes: Vec<(String, String)> = Vec::new();
     let mut candidate = conn.core.config().clone();

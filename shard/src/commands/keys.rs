@@ -296,7 +296,7 @@ fn object_help(_s: &mut Shard, ctx: &mut Ctx, _args: Args) {
         "    Return the number of references of the value associated with the specified",
         "    <key>.",
         "HELP",
-        "    Print this help.",
+        "    Prints this help.",
     ];
     ctx.reply.array(lines.len());
     for l in lines {

@@ -76,6 +76,7 @@ pub static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("command|docs", -2, LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("command|list", -2, LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("command|getkeys", -4, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("command|getkeysandflags", -4, LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("command|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
 ];
 

@@ -230,7 +230,7 @@ pub fn mset(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.error(&super::arity_error("mset"));
     }
     for i in (1..args.len()).step_by(2) {
-        s.dbs[ctx.db].set(args.get(i), Value::from_bytes(args.get(i + 1)), Ttl::Clear, ctx.now);
+        s.dbs[ctx.db].set(args.get(i), Value::from_bytes_encoded(args.get(i + 1)), Ttl::Clear, ctx.now);
     }
     ctx.reply.ok();
 }
@@ -245,7 +245,7 @@ pub fn msetnx(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.int(0);
     }
     for i in (1..args.len()).step_by(2) {
-        db.set(args.get(i), Value::from_bytes(args.get(i + 1)), Ttl::Clear, ctx.now);
+        db.set(args.get(i), Value::from_bytes_encoded(args.get(i + 1)), Ttl::Clear, ctx.now);
     }
     ctx.reply.int(1);
 }

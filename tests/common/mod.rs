@@ -1,0 +1,242 @@
+//! Test harness: starts the real `corekv` binary (and, for differential
+//! tests, a real `redis-server`) on ephemeral loopback ports, and talks RESP
+//! to them. Every server is killed when its handle drops, and dies with the
+//! test process (PR_SET_PDEATHSIG) if that is killed first.
+
+#![allow(dead_code)]
+
+use proxy::resp::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl is async-signal-safe and only affects the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Starts corekv on an ephemeral port with extra arguments.
+    pub fn start(args: &[&str]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_corekv"));
+        cmd.args(["--port", "0", "--bind", "127.0.0.1"]).args(args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        die_with_parent(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn corekv");
+        let stdout = child.stdout.take().expect("stdout");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.split("Ready to accept connections tcp on ").nth(1) {
+                    let _ = tx.send(addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()));
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let port = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Some(port)) => port,
+            _ => {
+                let _ = child.kill();
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("corekv did not start: {err} {:?}", log.lock().unwrap());
+            }
+        };
+        Server { child, port, log }
+    }
+
+    pub fn shards(n: usize) -> Server {
+        Server::start(&["--shards", &n.to_string()])
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url()).unwrap().get_connection().unwrap()
+    }
+
+    pub fn raw(&self) -> Raw {
+        Raw::connect(self.port)
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        wait_timeout(&mut self.child, Duration::from_secs(10)).expect("corekv did not exit after SIGTERM")
+    }
+
+    pub fn wait_exit(mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        wait_timeout(&mut self.child, within)
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+fn wait_timeout(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A RESP connection speaking raw bytes.
+pub struct Raw {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Raw {
+    pub fn connect(port: u16) -> Raw {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Raw { stream, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+        let mut v = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            v.extend_from_slice(a);
+            v.extend_from_slice(b"\r\n");
+        }
+        v
+    }
+
+    /// Reads one reply; `None` when the server closed the connection.
+    pub fn read(&mut self) -> Option<Value> {
+        loop {
+            if let Some((v, used)) = Value::decode(&self.buf).expect("well-formed reply") {
+                self.buf.drain(..used);
+                return Some(v);
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    pub fn cmd(&mut self, args: &[&[u8]]) -> Value {
+        self.send(&Raw::encode(args));
+        self.read().expect("a reply")
+    }
+
+    pub fn cmd_str(&mut self, line: &str) -> Value {
+        let words: Vec<&[u8]> = line.split_whitespace().map(str::as_bytes).collect();
+        self.cmd(&words)
+    }
+
+    /// True when the server has closed this connection.
+    pub fn closed(&mut self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.stream.read(&mut b), Ok(0))
+    }
+}
+
+static SETUP: Once = Once::new();
+
+/// Installs redis-server (and friends) through the project's setup script
+/// when missing, so `cargo test` works on a fresh machine.
+pub fn ensure_test_deps() {
+    SETUP.call_once(|| {
+        if Command::new("redis-server").arg("--version").output().is_ok() {
+            return;
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/setup-test-deps.sh");
+        let status = Command::new("bash").arg(script).status().expect("run scripts/setup-test-deps.sh");
+        assert!(status.success(), "scripts/setup-test-deps.sh failed: redis-server is needed for these tests");
+    });
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A real redis-server for differential tests.
+pub struct Redis {
+    child: Child,
+    pub port: u16,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        ensure_test_deps();
+        for _ in 0..5 {
+            let port = free_port();
+            let mut cmd = Command::new("redis-server");
+            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+            cmd.stdout(Stdio::null()).stderr(Stdio::null());
+            die_with_parent(&mut cmd);
+            let mut child = cmd.spawn().expect("spawn redis-server");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+                    let _ = s.write_all(b"PING\r\n");
+                    let mut b = [0u8; 7];
+                    if s.read_exact(&mut b).is_ok() && &b == b"+PONG\r\n" {
+                        return Redis { child, port };
+                    }
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("redis-server did not start");
+    }
+
+    pub fn raw(&self) -> Raw {
+        Raw::connect(self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
