@@ -24,6 +24,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MESH_CHANNEL_SIZE: usize = 1024;
 
 fn main() {
+    // A shard that dies must take the process down loudly rather than leave
+    // a hole in the keyspace (release builds abort on panic anyway).
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
     let args: Vec<String> = std::env::args().collect();
     let cli = match cli::parse(&args) {
         cli::Outcome::Run(cli) => cli,

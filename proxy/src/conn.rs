@@ -228,7 +228,7 @@ impl Connection {
             self.error(&arity_error(spec.name));
             return None;
         }
-        if !spec.subcommands.is_empty() {
+        if !spec.subcommands.is_empty() && args.len() >= 2 {
             match spec.subcommand(args.get(1)) {
                 Some(sub) => spec = sub,
                 None => {

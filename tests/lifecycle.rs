@@ -1,0 +1,109 @@
+//! Starting and stopping: clean shutdown by SHUTDOWN and by signal, clear
+//! start-up errors (bad config, taken port, io_uring blocked), --check-config.
+
+mod common;
+
+use common::Server;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[test]
+fn shutdown_command_exits_cleanly() {
+    let server = Server::shards(2);
+    let mut raw = server.raw();
+    raw.send(b"SHUTDOWN\r\n");
+    assert!(raw.closed());
+    let log = server.log.clone();
+    let status = server.wait_exit(Duration::from_secs(10)).expect("corekv exits after SHUTDOWN");
+    assert!(status.success(), "{status:?}");
+    assert!(log.lock().unwrap().iter().any(|l| l.contains("bye bye")));
+}
+
+#[test]
+fn sigterm_exits_cleanly() {
+    let server = Server::shards(2);
+    let mut c = server.client();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    let status = server.terminate();
+    assert!(status.success(), "{status:?}");
+}
+
+fn corekv(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_corekv")).args(args).stdin(Stdio::null()).output().unwrap()
+}
+
+#[test]
+fn bad_configuration_names_the_line() {
+    let dir = std::env::temp_dir().join(format!("corekv-lifecycle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.conf");
+    std::fs::write(&file, "port 7000\n# fine\nmaxclients lots\n").unwrap();
+    let out = corekv(&[file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("at line 3") && err.contains("maxclients lots"), "{err}");
+    let out = corekv(&["--port", "notaport"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--port notaport"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_config_prints_the_effective_settings() {
+    let out = corekv(&["--check-config", "--port", "7777", "--shards", "3"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l == "port 7777"), "{text}");
+    assert!(text.lines().any(|l| l == "shards 3"), "{text}");
+}
+
+#[test]
+fn a_taken_port_is_reported() {
+    let server = Server::shards(1);
+    let out = corekv(&["--port", &server.port.to_string()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Failed listening on port"), "{err}");
+}
+
+/// Runs corekv with io_uring_setup failing with `errno` (a seccomp filter
+/// installed in the child), as a container runtime or sysctl would.
+fn run_without_io_uring(errno: i32) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corekv"));
+    cmd.args(["--port", "0"]).stdin(Stdio::null());
+    // SAFETY: only async-signal-safe calls (prctl) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            const IO_URING_SETUP: u32 = 425;
+            let filter = [
+                // A = syscall number
+                libc::sock_filter { code: 0x20, jt: 0, jf: 0, k: 0 },
+                // if A == io_uring_setup: return ERRNO(errno) else ALLOW
+                libc::sock_filter { code: 0x15, jt: 0, jf: 1, k: IO_URING_SETUP },
+                libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0x0005_0000 | (errno as u32 & 0xffff) },
+                libc::sock_filter { code: 0x06, jt: 0, jf: 0, k: 0x7fff_0000 },
+            ];
+            let prog = libc::sock_fprog { len: filter.len() as u16, filter: filter.as_ptr() as *mut _ };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::prctl(libc::PR_SET_SECCOMP, 2 /* SECCOMP_MODE_FILTER */, &prog as *const _ as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn blocked_io_uring_gives_one_clear_message() {
+    for (errno, words) in [(libc::ENOSYS, "ENOSYS"), (libc::EPERM, "EPERM"), (libc::ENOMEM, "RLIMIT_MEMLOCK")] {
+        let out = run_without_io_uring(errno);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("io_uring") && err.contains(words) && err.contains("Fix:"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
