@@ -19,7 +19,7 @@ Options are any configuration directive as --name value, e.g.:
        corekv --check-config /etc/corekv/corekv.conf   (parse, print, exit)";
 
 pub enum Outcome {
-    Run(Cli),
+    Run(Box<Cli>),
     /// Print this and exit successfully (help, version).
     Print(String),
     /// Print this and exit with an error.
@@ -72,11 +72,7 @@ pub fn parse(args: &[String]) -> Outcome {
             ));
         }
     }
-    Outcome::Run(Cli {
-        config,
-        config_file,
-        check_only,
-    })
+    Outcome::Run(Box::new(Cli { config, config_file, check_only }))
 }
 
 #[cfg(test)]
@@ -86,7 +82,7 @@ mod tests {
     fn run(args: &[&str]) -> Cli {
         let args: Vec<String> = std::iter::once("corekv").chain(args.iter().copied()).map(String::from).collect();
         match parse(&args) {
-            Outcome::Run(cli) => cli,
+            Outcome::Run(cli) => *cli,
             _ => panic!("expected a runnable config"),
         }
     }

@@ -73,12 +73,7 @@ fn memory() -> MemoryInfo {
             &mut faults,
         );
     }
-    MemoryInfo {
-        used: commit as u64,
-        peak: peak_commit as u64,
-        rss: rss as u64,
-        allocator: "mimalloc".into(),
-    }
+    MemoryInfo { used: commit as u64, peak: peak_commit as u64, rss: rss as u64, allocator: "mimalloc".into() }
 }
 
 fn run_id() -> String {
@@ -98,7 +93,10 @@ fn shard_cpus(config: &Config) -> Result<Vec<usize>, String> {
     let cpus = if config.cpus.is_empty() { cpus::affinity() } else { cpus::parse_list(&config.cpus)? };
     let online = cpus::affinity();
     if let Some(c) = cpus.iter().find(|c| !online.contains(c)) {
-        return Err(format!("CPU {c} in 'cpus {}' is not available to this process (allowed: {online:?})", config.cpus));
+        return Err(format!(
+            "CPU {c} in 'cpus {}' is not available to this process (allowed: {online:?})",
+            config.cpus
+        ));
     }
     let shards = if config.shards == 0 { cpus.len() } else { config.shards };
     if shards > cpus.len() {
@@ -129,8 +127,11 @@ fn listen_addresses(config: &Config) -> Result<Vec<SocketAddr>, String> {
     Ok(addrs)
 }
 
-fn run(cli: cli::Cli) -> Result<(), String> {
+fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     let config = cli.config;
+    if config.cluster_mode != shard::config::ClusterMode::No {
+        return Err(format!("cluster-mode {} is not available in this build yet", config.cluster_mode.name()));
+    }
     uring::probe()?;
     let cpus = shard_cpus(&config)?;
     let listen = listen_addresses(&config)?;

@@ -55,11 +55,13 @@ fn multi_key_commands_span_shards() {
     assert_eq!(n, 11);
     let n: usize = redis::cmd("TOUCH").arg(&ks[..10]).query(&mut c).unwrap();
     assert_eq!(n, 10);
-    let ok: bool = redis::cmd("MSETNX").arg("new:1").arg("a").arg("new:2").arg("b").arg(&ks[3]).arg("x").query(&mut c).unwrap();
+    let ok: bool =
+        redis::cmd("MSETNX").arg("new:1").arg("a").arg("new:2").arg("b").arg(&ks[3]).arg("x").query(&mut c).unwrap();
     assert!(!ok, "MSETNX must fail when one key exists");
     let none: Vec<Option<String>> = c.mget(&["new:1", "new:2"]).unwrap();
     assert_eq!(none, vec![None, None], "MSETNX is all or nothing");
-    let ok: bool = redis::cmd("MSETNX").arg("new:1").arg("a").arg("new:2").arg("b").arg("new:3").arg("c").query(&mut c).unwrap();
+    let ok: bool =
+        redis::cmd("MSETNX").arg("new:1").arg("a").arg("new:2").arg("b").arg("new:3").arg("c").query(&mut c).unwrap();
     assert!(ok);
     let got: Vec<String> = c.mget(&["new:1", "new:2", "new:3"]).unwrap();
     assert_eq!(got, vec!["a", "b", "c"]);
@@ -165,7 +167,8 @@ fn scan_walks_every_shard() {
     let mut seen = std::collections::HashSet::new();
     let mut cursor: u64 = 0;
     loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(7).query(&mut c).unwrap();
+        let (next, batch): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg("COUNT").arg(7).query(&mut c).unwrap();
         seen.extend(batch);
         if next == 0 {
             break;
@@ -199,13 +202,20 @@ fn requirepass_guards_every_command() {
     let server = Server::start(&["--shards", "2", "--requirepass", "s3cret"]);
     let mut raw = server.raw();
     assert_eq!(raw.cmd_str("GET k"), proxy::resp::Value::Error(b"NOAUTH Authentication required.".to_vec()));
-    assert_eq!(raw.cmd_str("AUTH wrong"), proxy::resp::Value::Error(b"WRONGPASS invalid username-password pair or user is disabled.".to_vec()));
+    assert_eq!(
+        raw.cmd_str("AUTH wrong"),
+        proxy::resp::Value::Error(b"WRONGPASS invalid username-password pair or user is disabled.".to_vec())
+    );
     assert_eq!(raw.cmd_str("AUTH s3cret"), proxy::resp::Value::Simple(b"OK".to_vec()));
     assert_eq!(raw.cmd_str("SET k v"), proxy::resp::Value::Simple(b"OK".to_vec()));
-    let mut c = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", server.port)).unwrap().get_connection().unwrap();
+    let mut c =
+        redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", server.port)).unwrap().get_connection().unwrap();
     let v: String = c.get("k").unwrap();
     assert_eq!(v, "v");
-    assert!(redis::Client::open(format!("redis://:nope@127.0.0.1:{}/", server.port)).unwrap().get_connection().is_err());
+    assert!(redis::Client::open(format!("redis://:nope@127.0.0.1:{}/", server.port))
+        .unwrap()
+        .get_connection()
+        .is_err());
     let mut resp3 = server.raw();
     let hello = resp3.cmd_str("HELLO 3 AUTH default s3cret");
     assert!(matches!(hello, proxy::resp::Value::Map(_)), "{hello:?}");
@@ -253,6 +263,7 @@ fn command_info_gives_key_positions_to_clients() {
     let info: Vec<redis::Value> = redis::cmd("COMMAND").query(&mut c).unwrap();
     let count: usize = redis::cmd("COMMAND").arg("COUNT").query(&mut c).unwrap();
     assert_eq!(info.len(), count);
-    let keys: Vec<String> = redis::cmd("COMMAND").arg("GETKEYS").arg("MSET").arg("a").arg("1").arg("b").arg("2").query(&mut c).unwrap();
+    let keys: Vec<String> =
+        redis::cmd("COMMAND").arg("GETKEYS").arg("MSET").arg("a").arg("1").arg("b").arg("2").query(&mut c).unwrap();
     assert_eq!(keys, vec!["a", "b"]);
 }

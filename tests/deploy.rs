@@ -19,9 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn deploy(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("deploy")
-        .join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy").join(rel)
 }
 
 fn read(path: &Path) -> String {
@@ -34,10 +32,7 @@ struct TempDir(PathBuf);
 impl TempDir {
     fn new(tag: &str) -> TempDir {
         static NEXT: AtomicU32 = AtomicU32::new(0);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
         let path = std::env::temp_dir().join(format!(
             "corekv-deploy-{tag}-{}-{}-{nanos}",
             std::process::id(),
@@ -88,21 +83,11 @@ struct Nic {
 
 impl Nic {
     /// One IRQ per queue, named by `name(i)`, numbered from `first_irq`.
-    fn combined(
-        nic: &'static str,
-        first_irq: u32,
-        queues: u32,
-        name: impl Fn(u32) -> String,
-    ) -> Nic {
+    fn combined(nic: &'static str, first_irq: u32, queues: u32, name: impl Fn(u32) -> String) -> Nic {
         Nic {
             name: nic,
             queue_irqs: (0..queues)
-                .map(|q| QueueIrq {
-                    irq: first_irq + q,
-                    name: name(q),
-                    kind: Kind::Combined,
-                    queue: q,
-                })
+                .map(|q| QueueIrq { irq: first_irq + q, name: name(q), kind: Kind::Combined, queue: q })
                 .collect(),
             other_irqs: Vec::new(),
             queues,
@@ -125,14 +110,7 @@ impl Nic {
             kind: Kind::Tx,
             queue: q,
         });
-        Nic {
-            name: nic,
-            queue_irqs: rx.chain(tx).collect(),
-            other_irqs: Vec::new(),
-            queues,
-            msi: true,
-            virtio: None,
-        }
+        Nic { name: nic, queue_irqs: rx.chain(tx).collect(), other_irqs: Vec::new(), queues, msi: true, virtio: None }
     }
 
     /// virtio-net: `virtioN-input.Q` and `virtioN-output.Q` interleaved after
@@ -141,18 +119,8 @@ impl Nic {
         let mut queue_irqs = Vec::new();
         for q in 0..queues {
             let base = config_irq + 1 + 2 * q;
-            queue_irqs.push(QueueIrq {
-                irq: base,
-                name: format!("{dev}-input.{q}"),
-                kind: Kind::Rx,
-                queue: q,
-            });
-            queue_irqs.push(QueueIrq {
-                irq: base + 1,
-                name: format!("{dev}-output.{q}"),
-                kind: Kind::Tx,
-                queue: q,
-            });
+            queue_irqs.push(QueueIrq { irq: base, name: format!("{dev}-input.{q}"), kind: Kind::Rx, queue: q });
+            queue_irqs.push(QueueIrq { irq: base + 1, name: format!("{dev}-output.{q}"), kind: Kind::Tx, queue: q });
         }
         Nic {
             name: nic,
@@ -185,11 +153,8 @@ struct Tree {
 impl Tree {
     /// `foreign`: IRQs of other devices, which the script must leave alone.
     fn build(tag: &str, nics: &[&Nic], foreign: &[(u32, &str)]) -> Tree {
-        let tree = Tree {
-            dir: TempDir::new(tag),
-        };
-        let mut irqs: BTreeMap<u32, String> =
-            foreign.iter().map(|(n, s)| (*n, s.to_string())).collect();
+        let tree = Tree { dir: TempDir::new(tag) };
+        let mut irqs: BTreeMap<u32, String> = foreign.iter().map(|(n, s)| (*n, s.to_string())).collect();
         for (slot, nic) in nics.iter().enumerate() {
             let mut mine: Vec<(u32, String)> = nic.other_irqs.clone();
             mine.extend(nic.queue_irqs.iter().map(|q| (q.irq, q.name.clone())));
@@ -221,10 +186,7 @@ impl Tree {
                 tree.write(&format!("{net}/queues/tx-{q}/xps_cpus"), "0\n");
             }
             for (irq, name) in mine {
-                assert!(
-                    irqs.insert(irq, name).is_none(),
-                    "IRQ {irq} used twice in the fixture"
-                );
+                assert!(irqs.insert(irq, name).is_none(), "IRQ {irq} used twice in the fixture");
             }
         }
         let mut interrupts = String::from("            CPU0       CPU1       CPU2       CPU3\n");
@@ -236,16 +198,11 @@ impl Tree {
                 7,
                 0
             );
-            tree.write(
-                &format!("proc/irq/{irq}/smp_affinity_list"),
-                &format!("{INITIAL_AFFINITY}\n"),
-            );
+            tree.write(&format!("proc/irq/{irq}/smp_affinity_list"), &format!("{INITIAL_AFFINITY}\n"));
             tree.write(&format!("proc/irq/{irq}/smp_affinity"), "f\n");
         }
-        interrupts +=
-            " NMI:          0          0          0          0   Non-maskable interrupts\n";
-        interrupts +=
-            " LOC:     123456     234567     345678     456789   Local timer interrupts\n";
+        interrupts += " NMI:          0          0          0          0   Non-maskable interrupts\n";
+        interrupts += " LOC:     123456     234567     345678     456789   Local timer interrupts\n";
         tree.write("proc/interrupts", &interrupts);
         tree
     }
@@ -301,10 +258,7 @@ impl Tree {
                 let contents = if meta.is_file() {
                     fs::read(&path).unwrap()
                 } else if meta.is_symlink() {
-                    fs::read_link(&path)
-                        .unwrap()
-                        .into_os_string()
-                        .into_encoded_bytes()
+                    fs::read_link(&path).unwrap().into_os_string().into_encoded_bytes()
                 } else {
                     Vec::new()
                 };
@@ -363,30 +317,12 @@ impl Run {
     fn fails_with(&self, needles: &[&str]) {
         assert_eq!(self.code, 2, "expected exit 2\n{}", self.context());
         let lines: Vec<&str> = self.stderr.lines().collect();
-        assert_eq!(
-            lines.len(),
-            1,
-            "expected one line on stderr\n{}",
-            self.context()
-        );
-        assert!(
-            lines[0].starts_with("irq-affinity: error: "),
-            "unexpected message\n{}",
-            self.context()
-        );
+        assert_eq!(lines.len(), 1, "expected one line on stderr\n{}", self.context());
+        assert!(lines[0].starts_with("irq-affinity: error: "), "unexpected message\n{}", self.context());
         for needle in needles {
-            assert!(
-                lines[0].contains(needle),
-                "stderr lacks {needle:?}\n{}",
-                self.context()
-            );
+            assert!(lines[0].contains(needle), "stderr lacks {needle:?}\n{}", self.context());
         }
-        assert_eq!(
-            self.stdout,
-            "",
-            "nothing on stdout for an error\n{}",
-            self.context()
-        );
+        assert_eq!(self.stdout, "", "nothing on stdout for an error\n{}", self.context());
     }
 }
 
@@ -399,12 +335,7 @@ fn mask(cpus: &[u32], groups: usize) -> String {
     for &cpu in cpus {
         words[(cpu / 32) as usize] |= 1 << (cpu % 32);
     }
-    words
-        .iter()
-        .rev()
-        .map(|w| format!("{w:08x}"))
-        .collect::<Vec<_>>()
-        .join(",")
+    words.iter().rev().map(|w| format!("{w:08x}")).collect::<Vec<_>>().join(",")
 }
 
 /// The files the script must write and their contents, by the rule in its
@@ -426,22 +357,13 @@ fn plan(nics: &[&Nic], cpus: &[u32], groups: usize) -> BTreeMap<String, String> 
             .collect();
         for q in &nic.queue_irqs {
             let cpu = cpu_of[&q.queue];
-            files.insert(
-                format!("proc/irq/{}/smp_affinity_list", q.irq),
-                cpu.to_string(),
-            );
+            files.insert(format!("proc/irq/{}/smp_affinity_list", q.irq), cpu.to_string());
             let net = format!("sys/class/net/{}/queues", nic.name);
             if q.kind != Kind::Tx {
-                files.insert(
-                    format!("{net}/rx-{}/rps_cpus", q.queue),
-                    mask(&[cpu], groups),
-                );
+                files.insert(format!("{net}/rx-{}/rps_cpus", q.queue), mask(&[cpu], groups));
             }
             if q.kind != Kind::Rx {
-                files.insert(
-                    format!("{net}/tx-{}/xps_cpus", q.queue),
-                    mask(&[cpu], groups),
-                );
+                files.insert(format!("{net}/tx-{}/xps_cpus", q.queue), mask(&[cpu], groups));
             }
         }
     }
@@ -458,46 +380,22 @@ fn assert_files(tree: &Tree, want: &BTreeMap<String, String>) {
 /// writes exactly `want`, --check passes, a second apply changes nothing.
 fn apply_cycle(tree: &Tree, args: &[&str], want: &BTreeMap<String, String>) {
     let check = tree.run(&[args, &["--check"]].concat());
-    assert_eq!(
-        check.code,
-        1,
-        "--check before applying must fail\n{}",
-        check.context()
-    );
-    assert!(
-        check.stdout.contains("differs"),
-        "--check lists differences\n{}",
-        check.context()
-    );
+    assert_eq!(check.code, 1, "--check before applying must fail\n{}", check.context());
+    assert!(check.stdout.contains("differs"), "--check lists differences\n{}", check.context());
     assert!(check.stderr.contains("check failed"), "{}", check.context());
 
     let before = tree.snapshot();
     let dry = tree.run(&[args, &["--dry-run"]].concat()).ok();
     assert!(dry.stdout.contains("would set"), "{}", dry.context());
     assert!(dry.stdout.contains("nothing written"), "{}", dry.context());
-    assert!(
-        before == tree.snapshot(),
-        "--dry-run wrote to the tree\n{}",
-        dry.context()
-    );
+    assert!(before == tree.snapshot(), "--dry-run wrote to the tree\n{}", dry.context());
 
-    let changes = want
-        .iter()
-        .filter(|(rel, value)| tree.get(rel) != **value)
-        .count();
+    let changes = want.iter().filter(|(rel, value)| tree.get(rel) != **value).count();
     let applied = tree.run(args).ok();
-    assert!(
-        applied.stdout.contains(&format!("changed {changes} of")),
-        "{}",
-        applied.context()
-    );
+    assert!(applied.stdout.contains(&format!("changed {changes} of")), "{}", applied.context());
     assert_files(tree, want);
     // Every change is printed: one "set" line per file written.
-    let set_lines = applied
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("set "))
-        .count();
+    let set_lines = applied.stdout.lines().filter(|l| l.starts_with("set ")).count();
     assert_eq!(set_lines, changes, "{}", applied.context());
 
     let check = tree.run(&[args, &["--check"]].concat()).ok();
@@ -505,16 +403,8 @@ fn apply_cycle(tree: &Tree, args: &[&str], want: &BTreeMap<String, String>) {
 
     let before = tree.snapshot();
     let again = tree.run(args).ok();
-    assert!(
-        again.stdout.contains("nothing to change"),
-        "{}",
-        again.context()
-    );
-    assert!(
-        before == tree.snapshot(),
-        "a second apply wrote to the tree\n{}",
-        again.context()
-    );
+    assert!(again.stdout.contains("nothing to change"), "{}", again.context());
+    assert!(before == tree.snapshot(), "a second apply wrote to the tree\n{}", again.context());
 }
 
 // --- the IRQ script -------------------------------------------------------------
@@ -522,11 +412,7 @@ fn apply_cycle(tree: &Tree, args: &[&str], want: &BTreeMap<String, String>) {
 #[test]
 fn combined_queues_are_dealt_round_robin() {
     let nic = Nic::combined("eth0", 40, 8, |q| format!("eth0-TxRx-{q}")).with_other_irq(39, "eth0");
-    let tree = Tree::build(
-        "combined",
-        &[&nic],
-        &[(24, "timer"), (60, "nvme0q1"), (61, "eth1-TxRx-0")],
-    );
+    let tree = Tree::build("combined", &[&nic], &[(24, "timer"), (60, "nvme0q1"), (61, "eth1-TxRx-0")]);
     let want = plan(&[&nic], &[0, 1, 2, 3], 1);
     assert_eq!(want.len(), 8 * 3);
 
@@ -546,18 +432,12 @@ fn combined_queues_are_dealt_round_robin() {
     // padding the script writes.
     tree.write("sys/class/net/eth0/queues/rx-1/rps_cpus", "2\n");
     tree.write("proc/irq/42/smp_affinity_list", "2-2\n");
-    tree.run(&["--nic", "eth0", "--cpus", "0-3", "--check"])
-        .ok();
+    tree.run(&["--nic", "eth0", "--cpus", "0-3", "--check"]).ok();
     // A real difference is named.
     tree.write("sys/class/net/eth0/queues/rx-1/rps_cpus", "3\n");
     let check = tree.run(&["--nic", "eth0", "--cpus", "0-3", "--check"]);
     assert_eq!(check.code, 1, "{}", check.context());
-    assert_eq!(
-        check.stdout,
-        "differs  eth0 queue rx-1 rps_cpus: is 0-1, want 1\n",
-        "{}",
-        check.context()
-    );
+    assert_eq!(check.stdout, "differs  eth0 queue rx-1 rps_cpus: is 0-1, want 1\n", "{}", check.context());
 }
 
 #[test]
@@ -579,15 +459,8 @@ fn separate_rx_and_tx_irqs_share_their_queue_cpu() {
     assert_eq!(tree.affinity(49), INITIAL_AFFINITY);
 
     // A new CPU list re-plans from the live state: 0,2 -> CPU 1; 1,3 -> CPU 3.
-    apply_cycle(
-        &tree,
-        &["--nic", "eth0", "--cpus", "1,3"],
-        &plan(&[&nic], &[1, 3], 1),
-    );
-    assert_eq!(
-        (0..8).map(|i| tree.affinity(50 + i)).collect::<Vec<_>>(),
-        ["1", "3", "1", "3", "1", "3", "1", "3"]
-    );
+    apply_cycle(&tree, &["--nic", "eth0", "--cpus", "1,3"], &plan(&[&nic], &[1, 3], 1));
+    assert_eq!((0..8).map(|i| tree.affinity(50 + i)).collect::<Vec<_>>(), ["1", "3", "1", "3", "1", "3", "1", "3"]);
 }
 
 #[test]
@@ -599,26 +472,18 @@ fn every_naming_style_and_several_nics() {
     // virtio-net: separate input/output IRQs, MSI vectors on the PCI parent.
     let virtio = Nic::virtio("eth1", "virtio2", 90, 4);
     // AWS ENA: "Tx-Rx" with a dash, and a management IRQ.
-    let ena = Nic::combined("ens5", 101, 4, |q| format!("ens5-Tx-Rx-{q}"))
-        .with_other_irq(100, "ena-mgmnt@pci:0000:00:05.0");
+    let ena =
+        Nic::combined("ens5", 101, 4, |q| format!("ens5-Tx-Rx-{q}")).with_other_irq(100, "ena-mgmnt@pci:0000:00:05.0");
     // bnx2x-style names on a device without msi_irqs: matched by name, and
     // "eth22" must not pass for "eth2".
     let by_name = Nic::combined("eth2", 110, 2, |q| format!("eth2-fp-{q}")).without_msi();
-    let foreign = [
-        (80, "mlx5_comp0@pci:0000:3b:00.1"),
-        (81, "eth22-fp-0"),
-        (24, "timer"),
-    ];
+    let foreign = [(80, "mlx5_comp0@pci:0000:3b:00.1"), (81, "eth22-fp-0"), (24, "timer")];
     let tree = Tree::build("styles", &[&mlx5, &virtio, &ena, &by_name], &foreign);
 
     // Six CPUs for 14 queues, so the deal visibly carries on across NICs.
     let cpus = [0, 1, 2, 3, 4, 5];
     let want = plan(&[&mlx5, &virtio, &ena, &by_name], &cpus, 1);
-    apply_cycle(
-        &tree,
-        &["--nic", "eth0,eth1", "--nic", "ens5 eth2", "--cpus", "0-5"],
-        &want,
-    );
+    apply_cycle(&tree, &["--nic", "eth0,eth1", "--nic", "ens5 eth2", "--cpus", "0-5"], &want);
 
     assert_eq!(tree.affinity(72), "2"); // eth0 queue 2
     assert_eq!(tree.affinity(91), "4"); // eth1 input.0: fifth queue overall
@@ -626,11 +491,7 @@ fn every_naming_style_and_several_nics() {
     assert_eq!(tree.affinity(104), "5"); // ens5 queue 3: twelfth queue overall
     assert_eq!(tree.affinity(111), "1"); // eth2 queue 1: fourteenth
     for irq in [69, 90, 100, 80, 81, 24] {
-        assert_eq!(
-            tree.affinity(irq),
-            INITIAL_AFFINITY,
-            "IRQ {irq} is not a queue IRQ of these NICs"
-        );
+        assert_eq!(tree.affinity(irq), INITIAL_AFFINITY, "IRQ {irq} is not a queue IRQ of these NICs");
     }
 }
 
@@ -651,11 +512,7 @@ fn masks_past_32_cpus_use_comma_separated_groups() {
 
     // Without a possible-CPU list, just wide enough for the highest CPU.
     let tree = Tree::build("wide-min", &[&nic], &[]);
-    apply_cycle(
-        &tree,
-        &["--nic", "eth0", "--cpus", "0,33,64-65"],
-        &plan(&[&nic], &[0, 33, 64, 65], 3),
-    );
+    apply_cycle(&tree, &["--nic", "eth0", "--cpus", "0,33,64-65"], &plan(&[&nic], &[0, 33, 64, 65], 3));
     assert_eq!(tree.rps("eth0", 1), "00000000,00000002,00000000");
 }
 
@@ -667,42 +524,29 @@ fn bad_input_fails_with_one_clear_line() {
     let tree = Tree::build("errors", &[&nic, &no_queues], &[]);
     let run = |args: &[&str]| tree.run(args);
 
-    run(&["--nic", "eth9", "--cpus", "0-3"])
-        .fails_with(&["no such network interface: eth9", "ip -br link"]);
+    run(&["--nic", "eth9", "--cpus", "0-3"]).fails_with(&["no such network interface: eth9", "ip -br link"]);
     run(&["--nic", "eth5", "--cpus", "0-3"]).fails_with(&["eth5: no queue IRQs found"]);
     tree.mkdir("sys/class/net/bond0/bonding");
-    run(&["--nic", "eth0,bond0", "--cpus", "0-3"])
-        .fails_with(&["bond0 is a virtual interface", "physical NICs"]);
+    run(&["--nic", "eth0,bond0", "--cpus", "0-3"]).fails_with(&["bond0 is a virtual interface", "physical NICs"]);
     run(&["--nic", "", "--cpus", "0-3"]).fails_with(&["empty NIC list", "COREKV_NICS"]);
     run(&["--cpus", "0-3"]).fails_with(&["no NIC given", "--nic"]);
     run(&["--nic", "eth0", "--cpus", ""]).fails_with(&["empty CPU list", "COREKV_CPUS"]);
     run(&["--nic", "eth0", "--cpus", " "]).fails_with(&["empty CPU list"]);
     run(&["--nic", "eth0"]).fails_with(&["no CPU list given", "--cpus"]);
     for bad in ["3-1", "0-3x", "1,,2", "-1", "0-", "a", "0-3,", "0-8192"] {
-        run(&["--nic", "eth0", "--cpus", bad]).fails_with(&[
-            format!("malformed CPU list '{bad}'").as_str(),
-            "0-3,8,10-11",
-        ]);
+        run(&["--nic", "eth0", "--cpus", bad])
+            .fails_with(&[format!("malformed CPU list '{bad}'").as_str(), "0-3,8,10-11"]);
     }
     run(&["--nic", "eth0", "--cpus"]).fails_with(&["--cpus needs a value"]);
-    run(&["--nic", "eth0", "--cpus", "0-3", "--frobnicate"])
-        .fails_with(&["unknown argument '--frobnicate'"]);
+    run(&["--nic", "eth0", "--cpus", "0-3", "--frobnicate"]).fails_with(&["unknown argument '--frobnicate'"]);
     run(&["--nic", "eth0", "--cpus", "0-3", "--check", "--dry-run"])
         .fails_with(&["--check and --dry-run are exclusive"]);
-    irq_affinity(&[
-        "--root",
-        "/nonexistent/corekv-tree",
-        "--nic",
-        "eth0",
-        "--cpus",
-        "0",
-    ])
-    .fails_with(&["/nonexistent/corekv-tree is not a directory"]);
+    irq_affinity(&["--root", "/nonexistent/corekv-tree", "--nic", "eth0", "--cpus", "0"])
+        .fails_with(&["/nonexistent/corekv-tree is not a directory"]);
 
     // More CPUs than the machine has online.
     tree.write("sys/devices/system/cpu/online", "0-3\n");
-    run(&["--nic", "eth0", "--cpus", "0-7"])
-        .fails_with(&["CPUs 4-7 in --cpus are not online", "online: 0-3"]);
+    run(&["--nic", "eth0", "--cpus", "0-7"]).fails_with(&["CPUs 4-7 in --cpus are not online", "online: 0-3"]);
     run(&["--nic", "eth0", "--cpus", "2-3"]).ok();
 
     // A target that cannot be written (a directory in its place: the tests
@@ -713,14 +557,9 @@ fn bad_input_fails_with_one_clear_line() {
     tree.mkdir("proc/irq/42/smp_affinity_list");
     let before = tree.snapshot();
     let unwritable = tree.path("proc/irq/42/smp_affinity_list");
-    tree.run(&["--nic", "eth0", "--cpus", "0-3"]).fails_with(&[
-        format!("cannot write {}", unwritable.display()).as_str(),
-        "not a regular file",
-    ]);
-    assert!(
-        before == tree.snapshot(),
-        "a failed preflight must write nothing"
-    );
+    tree.run(&["--nic", "eth0", "--cpus", "0-3"])
+        .fails_with(&[format!("cannot write {}", unwritable.display()).as_str(), "not a regular file"]);
+    assert!(before == tree.snapshot(), "a failed preflight must write nothing");
 }
 
 #[test]
@@ -731,11 +570,7 @@ fn show_prints_the_live_state_per_queue() {
     let before = tree.snapshot();
     let show = tree.run(&["--show", "--nic", "eth0"]).ok();
     assert!(before == tree.snapshot(), "--show wrote to the tree");
-    let rows: Vec<Vec<&str>> = show
-        .stdout
-        .lines()
-        .map(|l| l.split_whitespace().collect())
-        .collect();
+    let rows: Vec<Vec<&str>> = show.stdout.lines().map(|l| l.split_whitespace().collect()).collect();
     assert_eq!(
         rows,
         [
@@ -754,39 +589,16 @@ fn show_prints_the_live_state_per_queue() {
 fn stop_irqbalance_never_touches_the_host_under_root() {
     let nic = Nic::combined("eth0", 40, 2, |q| format!("eth0-TxRx-{q}"));
     let tree = Tree::build("irqbalance", &[&nic], &[]);
-    let run = tree
-        .run(&["--nic", "eth0", "--cpus", "0-1", "--stop-irqbalance"])
-        .ok();
-    assert!(
-        run.stderr.contains("leaving the host irqbalance alone"),
-        "{}",
-        run.context()
-    );
-    assert!(
-        !run.stdout.contains("stopped irqbalance"),
-        "{}",
-        run.context()
-    );
+    let run = tree.run(&["--nic", "eth0", "--cpus", "0-1", "--stop-irqbalance"]).ok();
+    assert!(run.stderr.contains("leaving the host irqbalance alone"), "{}", run.context());
+    assert!(!run.stdout.contains("stopped irqbalance"), "{}", run.context());
 }
 
 #[test]
 fn help_documents_the_cli() {
     let help = irq_affinity(&["--help"]).ok();
-    for flag in [
-        "--nic",
-        "--cpus",
-        "--root",
-        "--dry-run",
-        "--check",
-        "--show",
-        "--stop-irqbalance",
-        "Exit status",
-    ] {
-        assert!(
-            help.stdout.contains(flag),
-            "--help does not mention {flag}\n{}",
-            help.context()
-        );
+    for flag in ["--nic", "--cpus", "--root", "--dry-run", "--check", "--show", "--stop-irqbalance", "Exit status"] {
+        assert!(help.stdout.contains(flag), "--help does not mention {flag}\n{}", help.context());
     }
 }
 
@@ -809,40 +621,26 @@ fn documented_invocations_run() {
     let unit = read(&deploy("corekv.service"));
     let pre = unit_values(&unit, "ExecStartPre");
     assert_eq!(pre.len(), 1, "one ExecStartPre: {pre:?}");
-    let pre = pre[0]
-        .strip_prefix('+')
-        .expect("ExecStartPre runs with full privileges (+)");
+    let pre = pre[0].strip_prefix('+').expect("ExecStartPre runs with full privileges (+)");
     let mut words = pre.split_whitespace();
     assert_eq!(words.next(), Some("/usr/local/sbin/corekv-irq-affinity"));
     let args: Vec<String> = words
-        .map(
-            |w| match w.strip_prefix("${").and_then(|w| w.strip_suffix('}')) {
-                Some(var) => defaults
-                    .get(var)
-                    .unwrap_or_else(|| panic!("corekv.default lacks {var}"))
-                    .clone(),
-                None => w.to_string(),
-            },
-        )
+        .map(|w| match w.strip_prefix("${").and_then(|w| w.strip_suffix('}')) {
+            Some(var) => defaults.get(var).unwrap_or_else(|| panic!("corekv.default lacks {var}")).clone(),
+            None => w.to_string(),
+        })
         .collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     tree.run(&args).ok();
 
     let readme = read(&deploy("README.md"));
-    let commands: Vec<&str> = readme
-        .lines()
-        .filter(|l| l.starts_with("corekv-irq-affinity "))
-        .collect();
-    assert!(
-        commands.len() >= 4,
-        "README shows --show, --dry-run, apply and --check: {commands:?}"
-    );
+    let commands: Vec<&str> = readme.lines().filter(|l| l.starts_with("corekv-irq-affinity ")).collect();
+    assert!(commands.len() >= 4, "README shows --show, --dry-run, apply and --check: {commands:?}");
     for command in commands {
         let args: Vec<&str> = command.split_whitespace().skip(1).collect();
         tree.run(&args).ok();
     }
-    tree.run(&["--nic", "eth0", "--cpus", "0-15", "--check"])
-        .ok();
+    tree.run(&["--nic", "eth0", "--cpus", "0-15", "--check"]).ok();
 }
 
 // --- the other files, through the tools that read them ---------------------------
@@ -852,11 +650,7 @@ fn require_tool(tool: &str, package: &str) -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join(tool))
-        .find(|p| {
-            p.metadata()
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
+        .find(|p| p.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false))
         .unwrap_or_else(|| {
             panic!(
                 "`{tool}` is not installed: run the project's test setup script \
@@ -868,10 +662,7 @@ fn require_tool(tool: &str, package: &str) -> PathBuf {
 #[test]
 fn irq_script_is_shellcheck_clean() {
     let shellcheck = require_tool("shellcheck", "shellcheck");
-    let out = Command::new(shellcheck)
-        .arg(deploy("irq-affinity.sh"))
-        .output()
-        .unwrap();
+    let out = Command::new(shellcheck).arg(deploy("irq-affinity.sh")).output().unwrap();
     assert!(
         out.status.success(),
         "shellcheck deploy/irq-affinity.sh:\n{}{}",
@@ -882,10 +673,7 @@ fn irq_script_is_shellcheck_clean() {
 
 /// Values of `key=` lines in a unit file, in order.
 fn unit_values(unit: &str, key: &str) -> Vec<String> {
-    unit.lines()
-        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-        .map(|v| v.trim().to_string())
-        .collect()
+    unit.lines().filter_map(|l| l.strip_prefix(key)?.strip_prefix('=')).map(|v| v.trim().to_string()).collect()
 }
 
 #[test]
@@ -898,46 +686,22 @@ fn systemd_unit_verifies() {
     fs::copy(deploy("irq-affinity.sh"), &script).unwrap();
     fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
     let unit = read(&deploy("corekv.service"));
-    for program in [
-        "/usr/local/bin/corekv ",
-        "/usr/local/sbin/corekv-irq-affinity ",
-    ] {
+    for program in ["/usr/local/bin/corekv ", "/usr/local/sbin/corekv-irq-affinity "] {
         assert!(unit.contains(program), "the unit runs {program}");
     }
     let unit = unit
         .replace("/usr/local/bin/corekv", env!("CARGO_BIN_EXE_corekv"))
-        .replace(
-            "/usr/local/sbin/corekv-irq-affinity",
-            script.to_str().unwrap(),
-        );
+        .replace("/usr/local/sbin/corekv-irq-affinity", script.to_str().unwrap());
     let path = tmp.0.join("corekv.service");
     fs::write(&path, unit).unwrap();
 
-    let out = Command::new(analyze)
-        .arg("verify")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let output = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "systemd-analyze verify failed:\n{output}"
-    );
+    let out = Command::new(analyze).arg("verify").arg(&path).output().unwrap();
+    let output = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "systemd-analyze verify failed:\n{output}");
     // verify exits 0 on unknown keys and bad values, only printing them; any
     // line about our unit is a finding.
-    let findings: Vec<&str> = output
-        .lines()
-        .filter(|l| l.contains("corekv.service"))
-        .collect();
-    assert!(
-        findings.is_empty(),
-        "systemd-analyze verify:\n{}",
-        findings.join("\n")
-    );
+    let findings: Vec<&str> = output.lines().filter(|l| l.contains("corekv.service")).collect();
+    assert!(findings.is_empty(), "systemd-analyze verify:\n{}", findings.join("\n"));
 }
 
 #[test]
@@ -948,48 +712,29 @@ fn unit_defaults_and_limits_agree() {
         assert_eq!(values.len(), 1, "{key}= once in the unit: {values:?}");
         values[0].clone()
     };
-    assert_eq!(
-        one("ExecStart"),
-        "/usr/local/bin/corekv /etc/corekv/corekv.conf"
-    );
+    assert_eq!(one("ExecStart"), "/usr/local/bin/corekv /etc/corekv/corekv.conf");
     assert_eq!(one("EnvironmentFile"), "-/etc/default/corekv");
     assert_eq!(one("LimitMEMLOCK"), "infinity");
     assert_eq!(one("Restart"), "on-failure");
     let pre = one("ExecStartPre");
-    assert!(
-        pre.contains("--nic ${COREKV_NICS}") && pre.contains("--cpus ${COREKV_CPUS}"),
-        "{pre}"
-    );
+    assert!(pre.contains("--nic ${COREKV_NICS}") && pre.contains("--cpus ${COREKV_CPUS}"), "{pre}");
     // A syscall filter must let io_uring through.
     for filter in unit_values(&unit, "SystemCallFilter") {
-        assert!(
-            filter.contains("io_uring_setup"),
-            "SystemCallFilter={filter} blocks io_uring"
-        );
+        assert!(filter.contains("io_uring_setup"), "SystemCallFilter={filter} blocks io_uring");
     }
 
     // The shard CPUs in one place: COREKV_CPUS is CPUAffinity=.
     let defaults = read(&deploy("corekv.default"));
     let cpus = format!("COREKV_CPUS=\"{}\"", one("CPUAffinity"));
-    assert!(
-        defaults.lines().any(|l| l == cpus),
-        "corekv.default must set {cpus}"
-    );
+    assert!(defaults.lines().any(|l| l == cpus), "corekv.default must set {cpus}");
 
     // Login sessions get the same limits as the unit.
     let nofile = one("LimitNOFILE");
     let limits = read(&deploy("limits.d/corekv.conf"));
     let mut items = BTreeSet::new();
-    for line in limits
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-    {
+    for line in limits.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(
-            fields.len(),
-            4,
-            "limits.conf lines are: domain type item value: {line:?}"
-        );
+        assert_eq!(fields.len(), 4, "limits.conf lines are: domain type item value: {line:?}");
         assert_eq!(fields[0], "corekv");
         let want = match fields[2] {
             "memlock" => "unlimited",
@@ -999,11 +744,7 @@ fn unit_defaults_and_limits_agree() {
         assert_eq!(fields[3], want, "{line}");
         items.insert((fields[1], fields[2]));
     }
-    assert_eq!(
-        items.len(),
-        4,
-        "soft and hard memlock and nofile: {items:?}"
-    );
+    assert_eq!(items.len(), 4, "soft and hard memlock and nofile: {items:?}");
 }
 
 #[test]
@@ -1015,31 +756,17 @@ fn sysctl_file_is_well_formed_and_documented() {
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }
-        assert!(
-            i > 0 && lines[i - 1].starts_with('#'),
-            "line {}: no comment saying why: {line}",
-            i + 1
-        );
-        let (key, value) = line
-            .split_once('=')
-            .unwrap_or_else(|| panic!("line {}: not key = value", i + 1));
+        assert!(i > 0 && lines[i - 1].starts_with('#'), "line {}: no comment saying why: {line}", i + 1);
+        let (key, value) = line.split_once('=').unwrap_or_else(|| panic!("line {}: not key = value", i + 1));
         let (key, optional) = match key.trim().strip_prefix('-') {
             Some(key) => (key, true),
             None => (key.trim(), false),
         };
         // A typo in a key would be skipped silently at boot.
         let proc = Path::new("/proc/sys").join(key.replace('.', "/"));
-        assert!(
-            optional || proc.exists(),
-            "line {}: no such sysctl {key} ({})",
-            i + 1,
-            proc.display()
-        );
+        assert!(optional || proc.exists(), "line {}: no such sysctl {key} ({})", i + 1, proc.display());
         let value = value.split_whitespace().collect::<Vec<_>>().join(" ");
-        assert!(
-            settings.insert(key.to_string(), value).is_none(),
-            "{key} set twice"
-        );
+        assert!(settings.insert(key.to_string(), value).is_none(), "{key} set twice");
     }
     for key in [
         "net.core.somaxconn",
@@ -1053,14 +780,8 @@ fn sysctl_file_is_well_formed_and_documented() {
     assert_eq!(settings["vm.overcommit_memory"], "1");
     assert_eq!(settings["kernel.io_uring_disabled"], "0");
     // Ephemeral ports must not overlap the server's ports (6379, 7000+).
-    let range: Vec<u32> = settings["net.ipv4.ip_local_port_range"]
-        .split(' ')
-        .map(|p| p.parse().unwrap())
-        .collect();
-    assert!(
-        range[0] > 7999 && range[0] < range[1],
-        "ip_local_port_range {range:?}"
-    );
+    let range: Vec<u32> = settings["net.ipv4.ip_local_port_range"].split(' ').map(|p| p.parse().unwrap()).collect();
+    assert!(range[0] > 7999 && range[0] < range[1], "ip_local_port_range {range:?}");
 }
 
 /// The configuration contract with the server: name and default ("" where the
@@ -1113,16 +834,9 @@ fn example_directives() -> Vec<(String, String, bool)> {
             None => (next, false),
         };
         let (name, value) = directive.split_once(' ').unwrap_or((directive, ""));
-        assert!(
-            !name.is_empty(),
-            "corekv.conf line {}: no directive after \"# Default:\"",
-            i + 2
-        );
+        assert!(!name.is_empty(), "corekv.conf line {}: no directive after \"# Default:\"", i + 2);
         if !commented {
-            assert_eq!(
-                default, value,
-                "corekv.conf: {name} is set to something other than its default"
-            );
+            assert_eq!(default, value, "corekv.conf: {name} is set to something other than its default");
         }
         directives.push((name.to_string(), value.to_string(), commented));
     }
@@ -1143,10 +857,7 @@ fn example_config_documents_every_setting() {
     for (name, default) in SETTINGS {
         let (_, value, commented) = directives.iter().find(|(n, _, _)| n == name).unwrap();
         if default.is_empty() {
-            assert!(
-                commented,
-                "{name} has no fixed default: show it commented out"
-            );
+            assert!(commented, "{name} has no fixed default: show it commented out");
         } else {
             assert!(!commented, "{name} shows its default as an active line");
             assert_eq!(value, default, "{name}");
@@ -1157,29 +868,16 @@ fn example_config_documents_every_setting() {
 /// `corekv --check-config` parses a config exactly as a start would, so the
 /// shipped example must pass, with the unit's own arguments.
 #[test]
-#[ignore = "needs corekv --check-config"]
 fn example_config_passes_check_config() {
     let unit = read(&deploy("corekv.service"));
     let exec = unit_values(&unit, "ExecStart");
     let args: Vec<&str> = exec[0].split_whitespace().collect();
     assert_eq!(args, ["/usr/local/bin/corekv", "/etc/corekv/corekv.conf"]);
     let check = |config: &Path, extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_corekv"))
-            .arg("--check-config")
-            .arg(config)
-            .args(extra)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            text,
-        )
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_corekv")).arg("--check-config").arg(config).args(extra).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), text)
     };
 
     let (ok, stdout, text) = check(&deploy("corekv.conf"), &[]);
@@ -1188,9 +886,7 @@ fn example_config_passes_check_config() {
     for (name, _, commented) in example_directives() {
         if !commented {
             assert!(
-                stdout
-                    .lines()
-                    .any(|l| l.split_whitespace().next() == Some(name.as_str())),
+                stdout.lines().any(|l| l.split_whitespace().next() == Some(name.as_str())),
                 "effective config lacks {name}:\n{stdout}"
             );
         }
@@ -1198,12 +894,7 @@ fn example_config_passes_check_config() {
     // Options after the file win, as on a real start.
     let (ok, stdout, text) = check(&deploy("corekv.conf"), &["--port", "7000"]);
     assert!(ok, "{text}");
-    assert!(
-        stdout
-            .lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["port", "7000"]),
-        "{stdout}"
-    );
+    assert!(stdout.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["port", "7000"]), "{stdout}");
 
     // A bad line is named.
     let tmp = TempDir::new("check-config");
@@ -1211,8 +902,5 @@ fn example_config_passes_check_config() {
     fs::write(&bad, "# comment\nbind 127.0.0.1\nport notaport\n").unwrap();
     let (ok, _, text) = check(&bad, &[]);
     assert!(!ok, "port notaport must be rejected:\n{text}");
-    assert!(
-        text.contains("notaport") || text.contains("line 3"),
-        "the error names the bad line:\n{text}"
-    );
+    assert!(text.contains("notaport") || text.contains("line 3"), "the error names the bad line:\n{text}");
 }

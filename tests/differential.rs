@@ -44,8 +44,13 @@ fn show(v: &Value) -> String {
         Value::Bulk(b) => text(b),
         Value::Verbatim(b) => format!("={}", text(b)),
         Value::Double(b) => format!(",{}", text(b)),
-        Value::Array(items) | Value::Set(items) => format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(", ")),
-        Value::Map(pairs) => format!("{{{}}}", pairs.iter().map(|(k, v)| format!("{}: {}", show(k), show(v))).collect::<Vec<_>>().join(", ")),
+        Value::Array(items) | Value::Set(items) => {
+            format!("[{}]", items.iter().map(show).collect::<Vec<_>>().join(", "))
+        }
+        Value::Map(pairs) => format!(
+            "{{{}}}",
+            pairs.iter().map(|(k, v)| format!("{}: {}", show(k), show(v))).collect::<Vec<_>>().join(", ")
+        ),
         other => format!("{other:?}"),
     }
 }
@@ -186,14 +191,21 @@ mod random {
     }
 
     fn value() -> impl Strategy<Value = String> {
-        prop_oneof![Just("1".to_string()), Just("-7".to_string()), Just("1.5".to_string()), "[a-z]{0,6}", Just("9223372036854775807".to_string())]
+        prop_oneof![
+            Just("1".to_string()),
+            Just("-7".to_string()),
+            Just("1.5".to_string()),
+            "[a-z]{0,6}",
+            Just("9223372036854775807".to_string())
+        ]
     }
 
     fn command() -> impl Strategy<Value = Vec<String>> {
         let k = key;
         prop_oneof![
             (k(), value()).prop_map(|(k, v)| vec!["SET".into(), k, v]),
-            (k(), value(), prop_oneof![Just("NX"), Just("XX"), Just("GET"), Just("KEEPTTL")]).prop_map(|(k, v, o)| vec!["SET".into(), k, v, o.into()]),
+            (k(), value(), prop_oneof![Just("NX"), Just("XX"), Just("GET"), Just("KEEPTTL")])
+                .prop_map(|(k, v, o)| vec!["SET".into(), k, v, o.into()]),
             k().prop_map(|k| vec!["GET".into(), k]),
             (k(), k(), k()).prop_map(|(a, b, c)| vec!["MGET".into(), a, b, c]),
             (k(), value(), k(), value()).prop_map(|(a, x, b, y)| vec!["MSET".into(), a, x, b, y]),

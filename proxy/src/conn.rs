@@ -84,14 +84,7 @@ pub async fn serve(core: Rc<Core>, stream: TcpStream) {
         let mut conn = Connection {
             pipeline: Pipeline::new(core.count),
             core: core.clone(),
-            state: ConnState {
-                id,
-                registry_key,
-                db: 0,
-                resp3: false,
-                authenticated,
-                close: false,
-            },
+            state: ConnState { id, registry_key, db: 0, resp3: false, authenticated, close: false },
             now: 0,
             last_cmd: "NULL",
         };
@@ -261,7 +254,7 @@ impl Connection {
             },
             Route::SplitKeys(merge) => {
                 let step = spec.keys.2 as usize;
-                if (args.len() - 1) % step != 0 {
+                if !(args.len() - 1).is_multiple_of(step) {
                     self.error(&arity_error(spec.name));
                     return None;
                 }

@@ -156,11 +156,7 @@ impl Core {
     #[inline]
     pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
         let mut shard = self.shard.borrow_mut();
-        let mut ctx = Ctx {
-            db,
-            now,
-            reply: Reply::new(out, resp3),
-        };
+        let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
         execute(spec, &mut shard, &mut ctx, args);
     }
 
@@ -169,16 +165,10 @@ impl Core {
         let mut shard = self.shard.borrow_mut();
         shard.stats.remote_batches += 1;
         let now = shard::unix_ms();
-        let mut reply = BatchReply {
-            data: Vec::with_capacity(64 * batch.ops.len()),
-            ends: Vec::with_capacity(batch.ops.len()),
-        };
+        let mut reply =
+            BatchReply { data: Vec::with_capacity(64 * batch.ops.len()), ends: Vec::with_capacity(batch.ops.len()) };
         for op in &batch.ops {
-            let mut ctx = Ctx {
-                db: op.db as usize,
-                now,
-                reply: Reply::new(&mut reply.data, op.resp3),
-            };
+            let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
             execute(op.spec, &mut shard, &mut ctx, batch.args(op));
             reply.ends.push(reply.data.len() as u32);
         }

@@ -37,19 +37,20 @@ pub struct Batch {
 
 impl Batch {
     /// Appends a command; returns its index in the batch.
-    pub fn push<'a>(&mut self, spec: &'static CommandSpec, db: usize, resp3: bool, args: impl Iterator<Item = &'a [u8]>) -> u32 {
+    pub fn push<'a>(
+        &mut self,
+        spec: &'static CommandSpec,
+        db: usize,
+        resp3: bool,
+        args: impl Iterator<Item = &'a [u8]>,
+    ) -> u32 {
         let first = self.ranges.len() as u32;
         for a in args {
             let s = self.data.len() as u32;
             self.data.extend_from_slice(a);
             self.ranges.push((s, self.data.len() as u32));
         }
-        self.ops.push(Op {
-            spec,
-            db: db as u16,
-            resp3,
-            args: (first, self.ranges.len() as u32 - first),
-        });
+        self.ops.push(Op { spec, db: db as u16, resp3, args: (first, self.ranges.len() as u32 - first) });
         self.ops.len() as u32 - 1
     }
 
@@ -156,14 +157,13 @@ impl Drop for Ticket {
 }
 
 impl Mesh {
-    pub async fn join(requests: RequestMesh, responses: ResponseMesh) -> (Mesh, Receivers<Envelope<Request>>, Receivers<Envelope<Response>>) {
+    pub async fn join(
+        requests: RequestMesh,
+        responses: ResponseMesh,
+    ) -> (Mesh, Receivers<Envelope<Request>>, Receivers<Envelope<Response>>) {
         let (req_tx, req_rx) = requests.join().await.unwrap_or_else(|_| panic!("joining the request mesh"));
         let (resp_tx, resp_rx) = responses.join().await.unwrap_or_else(|_| panic!("joining the response mesh"));
-        let mesh = Mesh {
-            requests: req_tx,
-            responses: resp_tx,
-            pending: RefCell::new(Slab::new()),
-        };
+        let mesh = Mesh { requests: req_tx, responses: resp_tx, pending: RefCell::new(Slab::new()) };
         (mesh, req_rx, resp_rx)
     }
 
@@ -241,7 +241,11 @@ where
 }
 
 /// Serves requests from every peer: execute, send the reply back.
-pub fn serve(core: &Rc<Core>, mut requests: Receivers<Envelope<Request>>, mut responses: Receivers<Envelope<Response>>) {
+pub fn serve(
+    core: &Rc<Core>,
+    mut requests: Receivers<Envelope<Request>>,
+    mut responses: Receivers<Envelope<Response>>,
+) {
     for (peer, rx) in requests.streams() {
         let core = core.clone();
         glommio::spawn_local(async move {

@@ -20,7 +20,11 @@ enum Part {
     Bytes(u32, u32),
     One(Piece),
     /// `pieces` and `keys` are ranges of `Pipeline::pieces` / `key_shards`.
-    Merge { merge: Merge, pieces: (u32, u32), keys: (u32, u32) },
+    Merge {
+        merge: Merge,
+        pieces: (u32, u32),
+        keys: (u32, u32),
+    },
 }
 
 pub struct Pipeline {
@@ -66,7 +70,14 @@ impl Pipeline {
     }
 
     /// A whole command for another core.
-    pub fn remote<'a>(&mut self, shard: usize, spec: &'static CommandSpec, db: usize, resp3: bool, args: impl Iterator<Item = &'a [u8]>) {
+    pub fn remote<'a>(
+        &mut self,
+        shard: usize,
+        spec: &'static CommandSpec,
+        db: usize,
+        resp3: bool,
+        args: impl Iterator<Item = &'a [u8]>,
+    ) {
         self.enter_parts();
         let op = self.outgoing[shard].push(spec, db, resp3, args);
         self.parts.push(Part::One(Piece::Remote(shard as u16, op)));

@@ -19,10 +19,7 @@ impl CompactBytes {
         if bytes.len() <= INLINE {
             let mut data = [0u8; INLINE];
             data[..bytes.len()].copy_from_slice(bytes);
-            CompactBytes(Repr::Inline {
-                len: bytes.len() as u8,
-                data,
-            })
+            CompactBytes(Repr::Inline { len: bytes.len() as u8, data })
         } else {
             CompactBytes(Repr::Heap(bytes.into()))
         }

@@ -25,6 +25,34 @@ pub struct Config {
     pub tcp_backlog: u64,
     pub loglevel: String,
     pub logfile: String,
+    pub cluster_mode: ClusterMode,
+    /// Address advertised to cluster clients; empty: the bind address.
+    pub cluster_announce_ip: String,
+    /// Per-core mode: shard i listens on base + i; 0: port + 1 + i.
+    pub cluster_port_base: u16,
+    /// Topology file listing every host's nodes; empty: this host alone.
+    pub cluster_config_file: String,
+}
+
+/// How the process presents itself to Redis Cluster clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterMode {
+    /// A plain Redis endpoint.
+    No,
+    /// One node owning every slot.
+    Emulated,
+    /// Every shard a node with its own port.
+    PerCore,
+}
+
+impl ClusterMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClusterMode::No => "no",
+            ClusterMode::Emulated => "emulated",
+            ClusterMode::PerCore => "per-core",
+        }
+    }
 }
 
 impl Default for Config {
@@ -45,6 +73,10 @@ impl Default for Config {
             tcp_backlog: 511,
             loglevel: "notice".into(),
             logfile: String::new(),
+            cluster_mode: ClusterMode::No,
+            cluster_announce_ip: String::new(),
+            cluster_port_base: 0,
+            cluster_config_file: String::new(),
         }
     }
 }
@@ -68,9 +100,7 @@ fn one<'a>(values: &[&'a str]) -> Result<&'a str, String> {
 }
 
 fn int_in(values: &[&str], min: i64, max: i64) -> Result<i64, String> {
-    let v: i64 = one(values)?
-        .parse()
-        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    let v: i64 = one(values)?.parse().map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
     if v < min || v > max {
         return Err(format!("argument must be between {min} and {max} inclusive"));
     }
@@ -114,10 +144,11 @@ pub static PARAMS: &[Param] = &[
     param!("requirepass", true, |c| c.requirepass.clone(), |c, v| c.requirepass = one(v)?.to_string()),
     param!("maxclients", true, |c| c.maxclients.to_string(), |c, v| c.maxclients =
         int_in(v, 1, u32::MAX as i64)? as u64),
-    param!("proto-max-bulk-len", true, |c| c.proto_max_bulk_len.to_string(), |c, v| c
-        .proto_max_bulk_len = memory_in(v, 1 << 20)?),
+    param!("proto-max-bulk-len", true, |c| c.proto_max_bulk_len.to_string(), |c, v| c.proto_max_bulk_len =
+        memory_in(v, 1 << 20)?),
     param!("client-query-buffer-limit", true, |c| c.client_query_buffer_limit.to_string(), |c, v| c
-        .client_query_buffer_limit = memory_in(v, 1 << 20)?),
+        .client_query_buffer_limit =
+        memory_in(v, 1 << 20)?),
     // Redis clamps hz into 1..=500 rather than refusing.
     param!("hz", true, |c| c.hz.to_string(), |c, v| c.hz = int_in(v, 0, i32::MAX as i64)?.clamp(1, 500) as u64),
     param!("timeout", true, |c| c.timeout.to_string(), |c, v| c.timeout = int_in(v, 0, i32::MAX as i64)? as u64),
@@ -133,6 +164,20 @@ pub static PARAMS: &[Param] = &[
         c.loglevel = level
     }),
     param!("logfile", false, |c| c.logfile.clone(), |c, v| c.logfile = one(v)?.to_string()),
+    param!("cluster-mode", false, |c| c.cluster_mode.name().into(), |c, v| {
+        c.cluster_mode = match one(v)?.to_ascii_lowercase().as_str() {
+            "no" => ClusterMode::No,
+            "emulated" => ClusterMode::Emulated,
+            "per-core" => ClusterMode::PerCore,
+            _ => return Err("argument(s) must be one of the following: no, emulated, per-core".into()),
+        }
+    }),
+    param!("cluster-announce-ip", false, |c| c.cluster_announce_ip.clone(), |c, v| c.cluster_announce_ip =
+        one(v)?.to_string()),
+    param!("cluster-port-base", false, |c| c.cluster_port_base.to_string(), |c, v| c.cluster_port_base =
+        int_in(v, 0, 65535)? as u16),
+    param!("cluster-config-file", false, |c| c.cluster_config_file.clone(), |c, v| c.cluster_config_file =
+        one(v)?.to_string()),
     // No persistence yet: reported as Redis reports it disabled, so tools that
     // read them (redis-benchmark) see the truth.
     param!("save", true, |_c| String::new(), |_c, v| {
@@ -180,12 +225,9 @@ impl Config {
             if trimmed.is_empty() || trimmed.starts_with('#') {
                 continue;
             }
-            let err = |reason: String| ConfigError {
-                line: i + 1,
-                text: trimmed.to_string(),
-                reason,
-            };
-            let words = split_args(trimmed.as_bytes()).ok_or_else(|| err("Unbalanced quotes in configuration line".into()))?;
+            let err = |reason: String| ConfigError { line: i + 1, text: trimmed.to_string(), reason };
+            let words =
+                split_args(trimmed.as_bytes()).ok_or_else(|| err("Unbalanced quotes in configuration line".into()))?;
             let words: Vec<String> = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned()).collect();
             let (name, values) = words.split_first().ok_or_else(|| err("empty line".into()))?;
             let values: Vec<&str> = values.iter().map(String::as_str).collect();
@@ -311,8 +353,7 @@ mod tests {
     #[test]
     fn file_and_errors() {
         let mut c = Config::default();
-        c.load_text("# comment\nport 7000\nbind 127.0.0.1 ::1\nproto-max-bulk-len 2mb\nrequirepass \"a b\"\n")
-            .unwrap();
+        c.load_text("# comment\nport 7000\nbind 127.0.0.1 ::1\nproto-max-bulk-len 2mb\nrequirepass \"a b\"\n").unwrap();
         assert_eq!(c.port, 7000);
         assert_eq!(c.bind, vec!["127.0.0.1", "::1"]);
         assert_eq!(c.proto_max_bulk_len, 2 << 20);

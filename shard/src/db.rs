@@ -139,15 +139,8 @@ impl Db {
             _ => 0,
         };
         self.volatile += (expire_at != 0) as usize;
-        self.table.insert_unique(
-            hash,
-            Entry {
-                key: CompactBytes::new(key),
-                value,
-                expire_at,
-                access: (now / 1000) as u32,
-            },
-        )
+        self.table
+            .insert_unique(hash, Entry { key: CompactBytes::new(key), value, expire_at, access: (now / 1000) as u32 })
     }
 
     /// Removes the live entry for `key`.

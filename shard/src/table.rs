@@ -41,10 +41,7 @@ impl<E: Keyed> DashTable<E> {
     pub fn new() -> Self {
         DashTable {
             dir: vec![0],
-            segments: vec![Segment {
-                depth: 0,
-                table: HashTable::new(),
-            }],
+            segments: vec![Segment { depth: 0, table: HashTable::new() }],
             global_depth: 0,
             len: 0,
             // Fixed seeds: cursors and sampling stay meaningful for the life of
@@ -101,10 +98,7 @@ impl<E: Keyed> DashTable<E> {
         }
         self.len += 1;
         let hasher = &self.hasher;
-        self.segments[seg]
-            .table
-            .insert_unique(hash, entry, |e| hasher.hash_one(e.key()))
-            .into_mut()
+        self.segments[seg].table.insert_unique(hash, entry, |e| hasher.hash_one(e.key())).into_mut()
     }
 
     pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<E> {
@@ -141,10 +135,7 @@ impl<E: Keyed> DashTable<E> {
             upper.insert_unique(h, e, |e| hasher.hash_one(e.key()));
         }
         let new_index = self.segments.len() as u32;
-        self.segments.push(Segment {
-            depth: depth + 1,
-            table: upper,
-        });
+        self.segments.push(Segment { depth: depth + 1, table: upper });
         let span = 1usize << (self.global_depth - depth);
         let first = (hash >> (64 - self.global_depth)) as usize & !(span - 1);
         for slot in &mut self.dir[first + span / 2..first + span] {
@@ -242,10 +233,7 @@ impl<E: Keyed> DashTable<E> {
     }
 
     pub fn clear(&mut self) {
-        *self = DashTable {
-            hasher: self.hasher.clone(),
-            ..Self::new()
-        };
+        *self = DashTable { hasher: self.hasher.clone(), ..Self::new() };
     }
 
     /// Bytes held by the table's own arrays (not by what entries point to).

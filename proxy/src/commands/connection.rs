@@ -293,10 +293,7 @@ struct KillFilter {
 
 pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
     let old_style = args.len() == 3;
-    let mut f = KillFilter {
-        skip_id: Some(conn.state.id),
-        ..Default::default()
-    };
+    let mut f = KillFilter { skip_id: Some(conn.state.id), ..Default::default() };
     if old_style {
         f.addr = Some(String::from_utf8_lossy(args.get(2)).into_owned());
         f.skip_id = None;

@@ -42,8 +42,17 @@ fn name_of(v: &Value) -> Option<String> {
 /// An INFO entry built from our own table, for what Redis 7.0 lacks.
 fn synthesized_info(spec: &CommandSpec) -> Value {
     use shard::commands::flags::*;
-    let names = [(WRITE, "write"), (READONLY, "readonly"), (DENYOOM, "denyoom"), (ADMIN, "admin"), (NOSCRIPT, "noscript"),
-        (LOADING, "loading"), (STALE, "stale"), (FAST, "fast"), (NO_AUTH, "no_auth")];
+    let names = [
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (NOSCRIPT, "noscript"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+    ];
     let flags = names.iter().filter(|(f, _)| spec.has_flag(*f)).map(|(_, n)| Value::Simple(n.as_bytes().to_vec()));
     Value::Array(vec![
         bulk(spec.name),
@@ -74,10 +83,7 @@ impl Metadata {
                 .collect(),
             _ => HashMap::new(),
         };
-        let mut meta = Metadata {
-            info: HashMap::new(),
-            docs: HashMap::new(),
-        };
+        let mut meta = Metadata { info: HashMap::new(), docs: HashMap::new() };
         for spec in COMMANDS {
             let mut info = recorded_info.get(spec.name).cloned().unwrap_or_else(|| synthesized_info(spec));
             if let Value::Array(fields) = &mut info {
@@ -154,7 +160,10 @@ pub fn command(conn: &mut Connection, spec: &CommandSpec, args: Args) {
             let names: Vec<&'static str> = if args.len() == 2 {
                 COMMANDS.iter().map(|c| c.name).collect()
             } else {
-                args.iter().skip(2).filter_map(|n| COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(n)).map(|c| c.name)).collect()
+                args.iter()
+                    .skip(2)
+                    .filter_map(|n| COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(n)).map(|c| c.name))
+                    .collect()
             };
             let pairs = names.into_iter().map(|n| (bulk(n), meta.docs[n].clone())).collect();
             write(conn, Value::Map(pairs))

@@ -45,7 +45,8 @@ pub async fn scan(conn: &mut Connection, args: Args<'_>) {
     }
     let shards = conn.core.count;
     let bits = shard_bits(shards);
-    let (shard, pos) = if bits == 0 { (0, cursor) } else { ((cursor >> (64 - bits)) as usize, cursor & (u64::MAX >> bits)) };
+    let (shard, pos) =
+        if bits == 0 { (0, cursor) } else { ((cursor >> (64 - bits)) as usize, cursor & (u64::MAX >> bits)) };
     if shard >= shards {
         return reply(conn, |r| {
             r.array(2);
@@ -112,12 +113,14 @@ pub async fn randomkey(conn: &mut Connection) {
     } else {
         // Weighted by each shard's size, so every key is about equally likely.
         let mut ticket = (conn.core.shard.borrow_mut().random() % total as u64) as usize;
-        candidates.into_iter().find(|(n, _)| {
-            let hit = ticket < *n;
-            ticket = ticket.saturating_sub(*n);
-            hit
-        })
-        .map(|c| c.1)
+        candidates
+            .into_iter()
+            .find(|(n, _)| {
+                let hit = ticket < *n;
+                ticket = ticket.saturating_sub(*n);
+                hit
+            })
+            .map(|c| c.1)
     };
     reply(conn, |r| match chosen {
         Some(k) => r.bulk(&k),
@@ -125,9 +128,12 @@ pub async fn randomkey(conn: &mut Connection) {
     });
 }
 
-/// Groups key/value pairs (argument indexes) by owning shard.
-fn pairs_by_shard(conn: &Connection, args: &Args) -> Vec<(usize, Vec<(Vec<u8>, Vec<u8>)>)> {
-    let mut groups: Vec<(usize, Vec<(Vec<u8>, Vec<u8>)>)> = Vec::new();
+/// Key/value pairs bound for one shard.
+type ShardPairs = (usize, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// Groups key/value pairs by owning shard.
+fn pairs_by_shard(conn: &Connection, args: &Args) -> Vec<ShardPairs> {
+    let mut groups: Vec<ShardPairs> = Vec::new();
     for i in (1..args.len()).step_by(2) {
         let shard = conn.core.slots.shard_of(args.get(i));
         let pair = (args.get(i).to_vec(), args.get(i + 1).to_vec());

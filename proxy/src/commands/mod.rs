@@ -26,12 +26,18 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "client|id" | "client|getname" | "client|setname" | "client|setinfo" | "client|info" | "client|help" => {
             connection::client(conn, spec, args)
         }
-        "command" | "command|count" | "command|info" | "command|docs" | "command|list" | "command|getkeys"
-        | "command|getkeysandflags" | "command|help" => introspection::command(conn, spec, args),
+        "command"
+        | "command|count"
+        | "command|info"
+        | "command|docs"
+        | "command|list"
+        | "command|getkeys"
+        | "command|getkeysandflags"
+        | "command|help" => introspection::command(conn, spec, args),
         "config|get" => server::config_get(conn, args),
         "config|help" => server::config_help(conn),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
-            _ if args.len() % 2 == 0 => conn.error(&shard::commands::arity_error("msetnx")),
+            _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
             Some(shard) if shard == conn.core.index => conn.run_local(spec, args),
             Some(shard) => {
                 let (db, resp3) = (conn.state.db, conn.state.resp3);

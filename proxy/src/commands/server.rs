@@ -171,7 +171,10 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         );
     }
     if want("replication") {
-        section("Replication", format!("role:master\r\nconnected_slaves:0\r\nmaster_replid:{}\r\nmaster_repl_offset:0\r\n", p.run_id));
+        section(
+            "Replication",
+            format!("role:master\r\nconnected_slaves:0\r\nmaster_replid:{}\r\nmaster_repl_offset:0\r\n", p.run_id),
+        );
     }
     if want("cpu") {
         let (user, sys) = process_cpu();
@@ -237,7 +240,8 @@ fn os_name() -> String {
 }
 
 pub async fn info(conn: &mut Connection, args: Args<'_>) {
-    let mut sections: Vec<String> = args.iter().skip(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
+    let mut sections: Vec<String> =
+        args.iter().skip(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase()).collect();
     if sections.is_empty() || sections.iter().any(|s| s == "default") {
         sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
     }
@@ -288,7 +292,7 @@ pub fn config_help(conn: &mut Connection) {
 /// CONFIG SET name value [name value ...]: validated as a whole on this
 /// core's copy, then applied to every core's copy.
 pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         return conn.error(SYNTAX);
     }
     let mut changes: Vec<(String, String)> = Vec::new();
@@ -319,7 +323,8 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     let applied = call_all(&conn.core, move |core| {
         let mut shard = core.shard.borrow_mut();
         for (name, value) in &changes {
-            let values: Vec<&str> = if name == "save" { value.split_whitespace().collect() } else { vec![value.as_str()] };
+            let values: Vec<&str> =
+                if name == "save" { value.split_whitespace().collect() } else { vec![value.as_str()] };
             let _ = shard.config.set(name, &values);
             if name == "loglevel" {
                 log::set_level(value);
@@ -337,7 +342,15 @@ pub async fn config_resetstat(conn: &mut Connection) {
     call_all(&conn.core, |core| {
         core.shard.borrow_mut().reset_stats();
         let s = &core.stats;
-        for c in [&s.commands, &s.connections_received, &s.rejected_connections, &s.net_input_bytes, &s.net_output_bytes, &s.hops_sent, &s.remote_commands] {
+        for c in [
+            &s.commands,
+            &s.connections_received,
+            &s.rejected_connections,
+            &s.net_input_bytes,
+            &s.net_output_bytes,
+            &s.hops_sent,
+            &s.remote_commands,
+        ] {
             c.set(0);
         }
     })

@@ -240,10 +240,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const OPEN: Limits = Limits {
-        proto_max_bulk_len: 512 << 20,
-        unauthenticated: false,
-    };
+    const OPEN: Limits = Limits { proto_max_bulk_len: 512 << 20, unauthenticated: false };
 
     /// Feeds `input` in the given chunk sizes, collecting every outcome.
     fn parse_all(input: &[u8], chunks: &[usize], limits: &Limits) -> (Vec<Vec<Vec<u8>>>, Option<Vec<u8>>) {
@@ -289,7 +286,8 @@ mod tests {
 
     #[test]
     fn multibulk_inline_and_empty_frames() {
-        let (cmds, e) = parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n\r\n*0\r\n*-1\r\n set  \"a b\" 'c'\r\n", &[1000], &OPEN);
+        let (cmds, e) =
+            parse_all(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n\r\n*0\r\n*-1\r\n set  \"a b\" 'c'\r\n", &[1000], &OPEN);
         assert_eq!(e, None);
         assert_eq!(
             cmds,
@@ -317,10 +315,7 @@ mod tests {
         let mut big = b"*1\r\n$".to_vec();
         big.extend(std::iter::repeat_n(b'1', 65 * 1024));
         assert_eq!(err(&big, &OPEN), "ERR Protocol error: too big bulk count string");
-        let locked = Limits {
-            proto_max_bulk_len: 512 << 20,
-            unauthenticated: true,
-        };
+        let locked = Limits { proto_max_bulk_len: 512 << 20, unauthenticated: true };
         assert_eq!(err(b"*11\r\n", &locked), "ERR Protocol error: unauthenticated multibulk length");
         assert_eq!(err(b"*1\r\n$16385\r\n", &locked), "ERR Protocol error: unauthenticated bulk length");
     }

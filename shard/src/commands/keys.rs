@@ -192,10 +192,7 @@ pub struct CopyArgs {
 
 /// Parses COPY's options; `Err` carries the error reply text.
 pub fn parse_copy(args: &Args, db: usize, databases: usize) -> Result<CopyArgs, &'static str> {
-    let mut c = CopyArgs {
-        dest_db: db,
-        replace: false,
-    };
+    let mut c = CopyArgs { dest_db: db, replace: false };
     let mut j = 3;
     while j < args.len() {
         if args.is(j, "replace") {

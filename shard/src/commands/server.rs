@@ -20,9 +20,7 @@ pub fn echo(_s: &mut Shard, ctx: &mut Ctx, args: Args) {
 }
 
 pub fn time(_s: &mut Shard, ctx: &mut Ctx, _args: Args) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     ctx.reply.array(2);
     ctx.reply.bulk_int(now.as_secs() as i64);
     ctx.reply.bulk_int(now.subsec_micros() as i64);

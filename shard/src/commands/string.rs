@@ -59,7 +59,11 @@ fn parse_set_options<'a>(args: &Args<'a>, from: usize, is_set: bool) -> Result<S
             o.keepttl = true;
         } else if args.is(j, "persist") && !is_set && no_expire && !o.keepttl {
             o.persist = true;
-        } else if !o.keepttl && !o.persist && has_next && (args.is(j, "ex") || args.is(j, "px") || args.is(j, "exat") || args.is(j, "pxat")) {
+        } else if !o.keepttl
+            && !o.persist
+            && has_next
+            && (args.is(j, "ex") || args.is(j, "px") || args.is(j, "exat") || args.is(j, "pxat"))
+        {
             let kind = (args.is(j, "px") || args.is(j, "pxat"), args.is(j, "exat") || args.is(j, "pxat"));
             // Redis lets the same option repeat (last wins) but not mix.
             if !expire_kind(kind) {
@@ -226,7 +230,7 @@ pub fn mget(s: &mut Shard, ctx: &mut Ctx, args: Args) {
 }
 
 pub fn mset(s: &mut Shard, ctx: &mut Ctx, args: Args) {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return ctx.reply.error(&super::arity_error("mset"));
     }
     for i in (1..args.len()).step_by(2) {
@@ -237,7 +241,7 @@ pub fn mset(s: &mut Shard, ctx: &mut Ctx, args: Args) {
 
 /// MSETNX on one shard (all keys local). The proxy runs the cross-shard form.
 pub fn msetnx(s: &mut Shard, ctx: &mut Ctx, args: Args) {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return ctx.reply.error(&super::arity_error("msetnx"));
     }
     let db = &mut s.dbs[ctx.db];

@@ -258,6 +258,7 @@
 //!     std::io::Result::Ok(())
 //! });
 //! ```
+#![allow(warnings)] // corekv: vendored code, not linted here
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![cfg_attr(doc, deny(rustdoc::broken_intra_doc_links))]
 #![cfg_attr(feature = "native-tls", feature(thread_local))]
