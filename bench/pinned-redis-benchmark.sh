@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# corekv --shards 1 vs redis-server, both pinned to the same CPU, driven by
+# redis-benchmark pinned to another CPU. Prints a markdown table of ops/s,
+# the corekv/Redis ratio and server CPU time per operation (from
+# /proc/<pid>/stat), the median of several alternating rounds.
+#
+#   bench/pinned-redis-benchmark.sh [server-cpu] [client-cpu] [rounds]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+server_cpu=${1:-0}
+client_cpu=${2:-1}
+rounds=${3:-5}
+command -v redis-benchmark >/dev/null || scripts/setup-test-deps.sh
+cargo build --release -q -p corekv
+port_redis=$((21000 + RANDOM % 1000))
+port_corekv=$((port_redis + 1000))
+taskset -c "$server_cpu" redis-server --port "$port_redis" --save '' --appendonly no >/dev/null 2>&1 &
+redis_pid=$!
+taskset -c "$server_cpu" target/release/corekv --port "$port_corekv" --shards 1 --cpus "$server_cpu" >/dev/null 2>&1 &
+corekv_pid=$!
+trap 'kill $redis_pid $corekv_pid 2>/dev/null || true' EXIT
+for p in $port_redis $port_corekv; do
+  for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
+done
+
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+# run PID PORT TEST PIPELINE N -> "ops_per_sec cpu_us_per_op"
+run() {
+  local pid=$1 port=$2 test=$3 pipeline=$4 n=$5 t0 t1 out
+  t0=$(ticks "$pid")
+  out=$(taskset -c "$client_cpu" redis-benchmark -p "$port" -q -t "$test" -c 50 -d 100 -r 100000 -n "$n" -P "$pipeline" 2>/dev/null |
+    tr '\r' '\n' | grep 'requests per second' | tail -1 | awk '{print $2}')
+  t1=$(ticks "$pid")
+  echo "$out $(echo "($t1 - $t0) * 1000000 / $hz / $n" | bc -l)"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "| test | pipeline | redis-server ops/s | corekv ops/s | ratio | redis µs CPU/op | corekv µs CPU/op |"
+echo "|---|---|---|---|---|---|---|"
+for pipeline in 1 16; do
+  n=$((pipeline == 1 ? 200000 : 2000000))
+  for test in get set; do
+    : >/tmp/pinned.$$.r
+    : >/tmp/pinned.$$.c
+    for _ in $(seq "$rounds"); do
+      run $redis_pid $port_redis $test $pipeline $n >>/tmp/pinned.$$.r
+      run $corekv_pid $port_corekv $test $pipeline $n >>/tmp/pinned.$$.c
+    done
+    r_ops=$(cut -d' ' -f1 /tmp/pinned.$$.r | median)
+    c_ops=$(cut -d' ' -f1 /tmp/pinned.$$.c | median)
+    r_cpu=$(cut -d' ' -f2 /tmp/pinned.$$.r | median)
+    c_cpu=$(cut -d' ' -f2 /tmp/pinned.$$.c | median)
+    printf '| %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n' "${test^^}" "$pipeline" "$r_ops" "$c_ops" \
+      "$(echo "$c_ops / $r_ops" | bc -l)" "$r_cpu" "$c_cpu"
+  done
+done
+rm -f /tmp/pinned.$$.r /tmp/pinned.$$.c
