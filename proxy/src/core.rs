@@ -5,8 +5,9 @@
 use crate::clients::Clients;
 use crate::mesh::{Batch, BatchReply, Mesh};
 use crate::slot::SlotMap;
+use shard::commands::all;
 use shard::commands::{execute, Ctx};
-use shard::{Args, CommandSpec, Reply, Shard, COMMANDS};
+use shard::{Args, CommandSpec, Reply, Shard};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -104,7 +105,7 @@ pub struct CommandTable {
 
 impl CommandTable {
     pub fn new() -> Self {
-        let map = COMMANDS.iter().map(|c| (c.name.as_bytes(), c)).collect();
+        let map = all().map(|c| (c.name.as_bytes(), c)).collect();
         CommandTable { map }
     }
 

@@ -17,7 +17,7 @@ pub mod table;
 pub mod value;
 
 pub use args::Args;
-pub use commands::{CommandSpec, Ctx, Merge, Route, COMMANDS};
+pub use commands::{CommandSpec, Ctx, Merge, Route};
 pub use config::Config;
 pub use reply::Reply;
 pub use shard::{unix_ms, Shard};

@@ -2,8 +2,9 @@
 //! with a simple model of the keyspace (a map of byte strings).
 
 use proptest::prelude::*;
+use shard::commands::all;
 use shard::commands::{execute, resolve, Ctx};
-use shard::{Args, Config, Reply, Shard, COMMANDS};
+use shard::{Args, Config, Reply, Shard};
 use std::collections::HashMap;
 
 /// Runs one command on the shard and returns its raw RESP reply.
@@ -17,7 +18,7 @@ fn run(shard: &mut Shard, words: &[Vec<u8>]) -> Vec<u8> {
     }
     let args = Args::new(&buf, &ranges);
     let name = String::from_utf8_lossy(&words[0]).to_lowercase();
-    let spec = COMMANDS.iter().find(|c| c.name == name).expect("known command");
+    let spec = all().find(|c| c.name == name).expect("known command");
     let spec = resolve(spec, &args).expect("known subcommand");
     let mut out = Vec::new();
     let mut ctx = Ctx { db: 0, now: 1_000_000, reply: Reply::new(&mut out, false) };
@@ -58,7 +59,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     let key = 0u8..5;
-    let val = prop_oneof![proptest::collection::vec(any::<u8>(), 0..8), (0i64..50).prop_map(|n| n.to_string().into_bytes())];
+    let val =
+        prop_oneof![proptest::collection::vec(any::<u8>(), 0..8), (0i64..50).prop_map(|n| n.to_string().into_bytes())];
     prop_oneof![
         (key.clone(), val.clone()).prop_map(|(k, v)| Op::Set(k, v)),
         key.clone().prop_map(Op::Get),

@@ -5,8 +5,9 @@
 use super::{help, reply};
 use crate::conn::Connection;
 use crate::resp::Value;
+use shard::commands::all as commands;
 use shard::glob::glob_match;
-use shard::{Args, CommandSpec, COMMANDS};
+use shard::{Args, CommandSpec};
 use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -84,7 +85,7 @@ impl Metadata {
             _ => HashMap::new(),
         };
         let mut meta = Metadata { info: HashMap::new(), docs: HashMap::new() };
-        for spec in COMMANDS {
+        for spec in commands() {
             let mut info = recorded_info.get(spec.name).cloned().unwrap_or_else(|| synthesized_info(spec));
             if let Value::Array(fields) = &mut info {
                 if let Some(Value::Array(subs)) = fields.get_mut(9) {
@@ -146,11 +147,11 @@ pub fn command(conn: &mut Connection, spec: &CommandSpec, args: Args) {
     let meta = metadata();
     let write = |conn: &mut Connection, v: Value| conn.pipeline.local(|out| v.encode(out, resp3));
     match spec.name {
-        "command" => write(conn, Value::Array(COMMANDS.iter().map(|c| meta.info[c.name].clone()).collect())),
-        "command|count" => reply(conn, |r| r.int(COMMANDS.len() as i64)),
+        "command" => write(conn, Value::Array(commands().map(|c| meta.info[c.name].clone()).collect())),
+        "command|count" => reply(conn, |r| r.int(commands().count() as i64)),
         "command|info" => {
             let items = if args.len() == 2 {
-                COMMANDS.iter().map(|c| meta.info[c.name].clone()).collect()
+                commands().map(|c| meta.info[c.name].clone()).collect()
             } else {
                 args.iter().skip(2).map(|n| find(&meta.info, n).unwrap_or(Value::Nil)).collect()
             };
@@ -158,11 +159,11 @@ pub fn command(conn: &mut Connection, spec: &CommandSpec, args: Args) {
         }
         "command|docs" => {
             let names: Vec<&'static str> = if args.len() == 2 {
-                COMMANDS.iter().map(|c| c.name).collect()
+                commands().map(|c| c.name).collect()
             } else {
                 args.iter()
                     .skip(2)
-                    .filter_map(|n| COMMANDS.iter().find(|c| c.name.as_bytes().eq_ignore_ascii_case(n)).map(|c| c.name))
+                    .filter_map(|n| commands().find(|c| c.name.as_bytes().eq_ignore_ascii_case(n)).map(|c| c.name))
                     .collect()
             };
             let pairs = names.into_iter().map(|n| (bulk(n), meta.docs[n].clone())).collect();
@@ -180,7 +181,7 @@ fn find(map: &HashMap<&'static str, Value>, name: &[u8]) -> Option<Value> {
 }
 
 fn all_names() -> impl Iterator<Item = &'static CommandSpec> {
-    COMMANDS.iter().flat_map(|c| std::iter::once(c).chain(c.subcommands.iter()))
+    commands().flat_map(|c| std::iter::once(c).chain(c.subcommands.iter()))
 }
 
 fn command_list(conn: &mut Connection, args: Args) {
@@ -313,7 +314,7 @@ mod tests {
             assert_eq!(f[4], Value::Int(spec.keys.1 as i64), "last key of {}", spec.name);
             assert_eq!(f[5], Value::Int(spec.keys.2 as i64), "key step of {}", spec.name);
         };
-        for spec in COMMANDS {
+        for spec in commands() {
             let info = &meta.info[spec.name];
             check(spec, info);
             let Value::Array(f) = info else { unreachable!() };

@@ -1,6 +1,7 @@
 //! Keyspace commands: existence, deletion, expiry, renaming, introspection.
 
-use super::{cmd, CommandSpec, Ctx, Route};
+use super::prelude::*;
+use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::db::Ttl;
 use crate::glob::glob_match;
@@ -236,11 +237,11 @@ pub fn copy(s: &mut Shard, ctx: &mut Ctx, args: Args) {
 }
 
 pub static OBJECT_SUBCOMMANDS: &[CommandSpec] = &[
-    cmd!("object|encoding", 3, super::flags::READONLY, (2, 2, 1), Route::Keyed, Some(object_encoding)),
-    cmd!("object|refcount", 3, super::flags::READONLY, (2, 2, 1), Route::Keyed, Some(object_refcount)),
-    cmd!("object|idletime", 3, super::flags::READONLY, (2, 2, 1), Route::Keyed, Some(object_idletime)),
-    cmd!("object|freq", 3, super::flags::READONLY, (2, 2, 1), Route::Keyed, Some(object_freq)),
-    cmd!("object|help", 2, super::flags::LOADING | super::flags::STALE, (0, 0, 0), Route::Local, Some(object_help)),
+    cmd!("object|encoding", 3, READONLY, (2, 2, 1), Keyed, Some(object_encoding)),
+    cmd!("object|refcount", 3, READONLY, (2, 2, 1), Keyed, Some(object_refcount)),
+    cmd!("object|idletime", 3, READONLY, (2, 2, 1), Keyed, Some(object_idletime)),
+    cmd!("object|freq", 3, READONLY, (2, 2, 1), Keyed, Some(object_freq)),
+    cmd!("object|help", 2, LOADING | STALE, (0, 0, 0), Local, Some(object_help)),
 ];
 
 fn object_encoding(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -300,3 +301,28 @@ fn object_help(_s: &mut Shard, ctx: &mut Ctx, _args: Args) {
         ctx.reply.simple(l);
     }
 }
+
+/// The keyspace commands.
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd!("del", -2, WRITE, ALLKEYS, SplitKeys(Sum), Some(del)),
+    cmd!("unlink", -2, WRITE | FAST, ALLKEYS, SplitKeys(Sum), Some(del)),
+    cmd!("exists", -2, READONLY | FAST, ALLKEYS, SplitKeys(Sum), Some(exists)),
+    cmd!("touch", -2, READONLY | FAST, ALLKEYS, SplitKeys(Sum), Some(exists)),
+    cmd!("type", 2, READONLY | FAST, KEY1, Keyed, Some(type_)),
+    cmd!("expire", -3, WRITE | FAST, KEY1, Keyed, Some(expire)),
+    cmd!("pexpire", -3, WRITE | FAST, KEY1, Keyed, Some(pexpire)),
+    cmd!("expireat", -3, WRITE | FAST, KEY1, Keyed, Some(expireat)),
+    cmd!("pexpireat", -3, WRITE | FAST, KEY1, Keyed, Some(pexpireat)),
+    cmd!("ttl", 2, READONLY | FAST, KEY1, Keyed, Some(ttl)),
+    cmd!("pttl", 2, READONLY | FAST, KEY1, Keyed, Some(pttl)),
+    cmd!("expiretime", 2, READONLY | FAST, KEY1, Keyed, Some(expiretime)),
+    cmd!("pexpiretime", 2, READONLY | FAST, KEY1, Keyed, Some(pexpiretime)),
+    cmd!("persist", 2, WRITE | FAST, KEY1, Keyed, Some(persist)),
+    cmd!("keys", 2, READONLY, NOKEYS, AllShards(Concat), Some(keys)),
+    cmd!("scan", -2, READONLY, NOKEYS, Proxy, None),
+    cmd!("randomkey", 1, READONLY, NOKEYS, Proxy, None),
+    cmd!("rename", 3, WRITE, KEYS12, Keyed, Some(rename)),
+    cmd!("renamenx", 3, WRITE | FAST, KEYS12, Keyed, Some(renamenx)),
+    cmd!("copy", -3, WRITE | DENYOOM, KEYS12, Keyed, Some(copy)),
+    cmd!("object", -2, 0, NOKEYS, Keyed, None, OBJECT_SUBCOMMANDS),
+];

@@ -135,81 +135,31 @@ macro_rules! cmd {
 }
 pub(crate) use cmd;
 
-use flags::*;
-use Merge::*;
-use Route::*;
+/// What family tables need: flags, routes, the `cmd!` macro and common key
+/// positions `(first, last, step)`.
+pub(crate) mod prelude {
+    pub(crate) use super::cmd;
+    pub use super::flags::*;
+    pub use super::CommandSpec;
+    pub use super::Merge::*;
+    pub use super::Route::*;
+    pub const NOKEYS: (i32, i32, i32) = (0, 0, 0);
+    pub const KEY1: (i32, i32, i32) = (1, 1, 1);
+    pub const KEYS12: (i32, i32, i32) = (1, 2, 1);
+    pub const ALLKEYS: (i32, i32, i32) = (1, -1, 1);
+    pub const PAIRS: (i32, i32, i32) = (1, -1, 2);
+    /// Connection commands: allowed before AUTH, while loading, anywhere.
+    pub const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST | NO_AUTH;
+}
 
-const NOKEYS: (i32, i32, i32) = (0, 0, 0);
-const KEY1: (i32, i32, i32) = (1, 1, 1);
-const KEYS12: (i32, i32, i32) = (1, 2, 1);
-const ALLKEYS: (i32, i32, i32) = (1, -1, 1);
-const PAIRS: (i32, i32, i32) = (1, -1, 2);
-const CONN: u32 = NOSCRIPT | LOADING | STALE | FAST | NO_AUTH;
+/// Every command corekv serves, one table per family (each family file
+/// declares its own; subcommand tables live with their families).
+pub static FAMILIES: &[&[CommandSpec]] = &[server::COMMANDS, keys::COMMANDS, string::COMMANDS];
 
-/// Every command corekv serves. Subcommand tables live with their families.
-pub static COMMANDS: &[CommandSpec] = &[
-    // connection (implemented by the proxy: they change connection state)
-    cmd!("auth", -2, CONN, NOKEYS, Proxy, None),
-    cmd!("hello", -1, CONN, NOKEYS, Proxy, None),
-    cmd!("quit", -1, CONN, NOKEYS, Proxy, None),
-    cmd!("reset", 1, CONN, NOKEYS, Proxy, None),
-    cmd!("select", 2, LOADING | STALE | FAST, NOKEYS, Proxy, None),
-    cmd!("client", -2, 0, NOKEYS, Proxy, None, server::CLIENT_SUBCOMMANDS),
-    cmd!("ping", -1, FAST, NOKEYS, Local, Some(server::ping)),
-    cmd!("echo", 2, LOADING | STALE | FAST, NOKEYS, Local, Some(server::echo)),
-    // server
-    cmd!("command", -1, LOADING | STALE, NOKEYS, Proxy, None, server::COMMAND_SUBCOMMANDS),
-    cmd!("info", -1, LOADING | STALE, NOKEYS, Proxy, None),
-    cmd!("config", -2, 0, NOKEYS, Proxy, None, server::CONFIG_SUBCOMMANDS),
-    cmd!("time", 1, LOADING | STALE | FAST, NOKEYS, Local, Some(server::time)),
-    cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
-    cmd!("dbsize", 1, READONLY | FAST, NOKEYS, AllShards(Sum), Some(server::dbsize)),
-    cmd!("flushdb", -1, WRITE, NOKEYS, AllShards(AllOk), Some(server::flushdb)),
-    cmd!("flushall", -1, WRITE, NOKEYS, AllShards(AllOk), Some(server::flushall)),
-    // keyspace
-    cmd!("del", -2, WRITE, ALLKEYS, SplitKeys(Sum), Some(keys::del)),
-    cmd!("unlink", -2, WRITE | FAST, ALLKEYS, SplitKeys(Sum), Some(keys::del)),
-    cmd!("exists", -2, READONLY | FAST, ALLKEYS, SplitKeys(Sum), Some(keys::exists)),
-    cmd!("touch", -2, READONLY | FAST, ALLKEYS, SplitKeys(Sum), Some(keys::exists)),
-    cmd!("type", 2, READONLY | FAST, KEY1, Keyed, Some(keys::type_)),
-    cmd!("expire", -3, WRITE | FAST, KEY1, Keyed, Some(keys::expire)),
-    cmd!("pexpire", -3, WRITE | FAST, KEY1, Keyed, Some(keys::pexpire)),
-    cmd!("expireat", -3, WRITE | FAST, KEY1, Keyed, Some(keys::expireat)),
-    cmd!("pexpireat", -3, WRITE | FAST, KEY1, Keyed, Some(keys::pexpireat)),
-    cmd!("ttl", 2, READONLY | FAST, KEY1, Keyed, Some(keys::ttl)),
-    cmd!("pttl", 2, READONLY | FAST, KEY1, Keyed, Some(keys::pttl)),
-    cmd!("expiretime", 2, READONLY | FAST, KEY1, Keyed, Some(keys::expiretime)),
-    cmd!("pexpiretime", 2, READONLY | FAST, KEY1, Keyed, Some(keys::pexpiretime)),
-    cmd!("persist", 2, WRITE | FAST, KEY1, Keyed, Some(keys::persist)),
-    cmd!("keys", 2, READONLY, NOKEYS, AllShards(Concat), Some(keys::keys)),
-    cmd!("scan", -2, READONLY, NOKEYS, Proxy, None),
-    cmd!("randomkey", 1, READONLY, NOKEYS, Proxy, None),
-    cmd!("rename", 3, WRITE, KEYS12, Keyed, Some(keys::rename)),
-    cmd!("renamenx", 3, WRITE | FAST, KEYS12, Keyed, Some(keys::renamenx)),
-    cmd!("copy", -3, WRITE | DENYOOM, KEYS12, Keyed, Some(keys::copy)),
-    cmd!("object", -2, 0, NOKEYS, Keyed, None, keys::OBJECT_SUBCOMMANDS),
-    // strings
-    cmd!("get", 2, READONLY | FAST, KEY1, Keyed, Some(string::get)),
-    cmd!("set", -3, WRITE | DENYOOM, KEY1, Keyed, Some(string::set)),
-    cmd!("setnx", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::setnx)),
-    cmd!("setex", 4, WRITE | DENYOOM, KEY1, Keyed, Some(string::setex)),
-    cmd!("psetex", 4, WRITE | DENYOOM, KEY1, Keyed, Some(string::psetex)),
-    cmd!("getset", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::getset)),
-    cmd!("getdel", 2, WRITE | FAST, KEY1, Keyed, Some(string::getdel)),
-    cmd!("getex", -2, WRITE | FAST, KEY1, Keyed, Some(string::getex)),
-    cmd!("mget", -2, READONLY | FAST, ALLKEYS, SplitKeys(ByKey), Some(string::mget)),
-    cmd!("mset", -3, WRITE | DENYOOM, PAIRS, SplitKeys(AllOk), Some(string::mset)),
-    cmd!("msetnx", -3, WRITE | DENYOOM, PAIRS, Proxy, Some(string::msetnx)),
-    cmd!("append", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::append)),
-    cmd!("strlen", 2, READONLY | FAST, KEY1, Keyed, Some(string::strlen)),
-    cmd!("getrange", 4, READONLY, KEY1, Keyed, Some(string::getrange)),
-    cmd!("setrange", 4, WRITE | DENYOOM, KEY1, Keyed, Some(string::setrange)),
-    cmd!("incr", 2, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::incr)),
-    cmd!("decr", 2, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::decr)),
-    cmd!("incrby", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::incrby)),
-    cmd!("decrby", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::decrby)),
-    cmd!("incrbyfloat", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(string::incrbyfloat)),
-];
+/// All top-level commands.
+pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
+    FAMILIES.iter().flat_map(|f| f.iter())
+}
 
 /// The spec that runs for a command line: the command itself, or its
 /// subcommand when it has them (`None` for an unknown subcommand).
@@ -241,7 +191,7 @@ mod tests {
 
     #[test]
     fn key_positions() {
-        let find = |n: &str| COMMANDS.iter().find(|c| c.name == n).unwrap();
+        let find = |n: &str| all().find(|c| c.name == n).unwrap();
         assert_eq!(find("mset").key_indexes(5).collect::<Vec<_>>(), vec![1, 3]);
         assert_eq!(find("del").key_indexes(4).collect::<Vec<_>>(), vec![1, 2, 3]);
         assert_eq!(find("rename").key_indexes(3).collect::<Vec<_>>(), vec![1, 2]);
@@ -252,7 +202,7 @@ mod tests {
     #[test]
     fn names_are_unique_and_lower_case() {
         let mut seen = std::collections::HashSet::new();
-        for c in COMMANDS {
+        for c in all() {
             assert_eq!(c.name, c.name.to_lowercase());
             assert!(seen.insert(c.name), "{} twice", c.name);
         }

@@ -1,8 +1,8 @@
 //! Server commands that run on shards (PING, TIME, DBSIZE, FLUSH*) and the
 //! subcommand tables of the server commands the proxy implements.
 
-use super::flags::*;
-use super::{cmd, CommandSpec, Ctx, Route::Proxy};
+use super::prelude::*;
+use super::Ctx;
 use crate::args::Args;
 use crate::reply::errors::SYNTAX;
 use crate::shard::Shard;
@@ -54,17 +54,17 @@ pub fn flushall(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     ctx.reply.ok()
 }
 
-const NOKEYS: (i32, i32, i32) = (0, 0, 0);
-const CONN: u32 = NOSCRIPT | LOADING | STALE;
+/// Subcommands of CLIENT: no FAST/NO_AUTH, unlike the connection commands.
+const CLIENT_FLAGS: u32 = NOSCRIPT | LOADING | STALE;
 
 pub static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
-    cmd!("client|id", 2, CONN, NOKEYS, Proxy, None),
-    cmd!("client|getname", 2, CONN, NOKEYS, Proxy, None),
-    cmd!("client|setname", 3, CONN, NOKEYS, Proxy, None),
-    cmd!("client|setinfo", 4, CONN, NOKEYS, Proxy, None),
-    cmd!("client|info", 2, CONN, NOKEYS, Proxy, None),
-    cmd!("client|list", -2, ADMIN | CONN, NOKEYS, Proxy, None),
-    cmd!("client|kill", -3, ADMIN | CONN, NOKEYS, Proxy, None),
+    cmd!("client|id", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|getname", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|setname", 3, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|setinfo", 4, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|info", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|list", -2, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|kill", -3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
 ];
 
@@ -83,4 +83,24 @@ pub static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
+/// The connection and server commands.
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd!("auth", -2, CONN, NOKEYS, Proxy, None),
+    cmd!("hello", -1, CONN, NOKEYS, Proxy, None),
+    cmd!("quit", -1, CONN, NOKEYS, Proxy, None),
+    cmd!("reset", 1, CONN, NOKEYS, Proxy, None),
+    cmd!("select", 2, LOADING | STALE | FAST, NOKEYS, Proxy, None),
+    cmd!("client", -2, 0, NOKEYS, Proxy, None, CLIENT_SUBCOMMANDS),
+    cmd!("ping", -1, FAST, NOKEYS, Local, Some(ping)),
+    cmd!("echo", 2, LOADING | STALE | FAST, NOKEYS, Local, Some(echo)),
+    cmd!("command", -1, LOADING | STALE, NOKEYS, Proxy, None, COMMAND_SUBCOMMANDS),
+    cmd!("info", -1, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("config", -2, 0, NOKEYS, Proxy, None, CONFIG_SUBCOMMANDS),
+    cmd!("time", 1, LOADING | STALE | FAST, NOKEYS, Local, Some(time)),
+    cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("dbsize", 1, READONLY | FAST, NOKEYS, AllShards(Sum), Some(dbsize)),
+    cmd!("flushdb", -1, WRITE, NOKEYS, AllShards(AllOk), Some(flushdb)),
+    cmd!("flushall", -1, WRITE, NOKEYS, AllShards(AllOk), Some(flushall)),
 ];

@@ -1,5 +1,6 @@
 //! String commands: GET SET and friends, counters, ranges.
 
+use super::prelude::*;
 use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::db::Ttl;
@@ -438,3 +439,27 @@ pub fn incrbyfloat(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Err(IncrFloatError::NanOrInfinity) => ctx.reply.error("ERR increment would produce NaN or Infinity"),
     }
 }
+
+/// The string commands.
+pub static COMMANDS: &[CommandSpec] = &[
+    cmd!("get", 2, READONLY | FAST, KEY1, Keyed, Some(get)),
+    cmd!("set", -3, WRITE | DENYOOM, KEY1, Keyed, Some(set)),
+    cmd!("setnx", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(setnx)),
+    cmd!("setex", 4, WRITE | DENYOOM, KEY1, Keyed, Some(setex)),
+    cmd!("psetex", 4, WRITE | DENYOOM, KEY1, Keyed, Some(psetex)),
+    cmd!("getset", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(getset)),
+    cmd!("getdel", 2, WRITE | FAST, KEY1, Keyed, Some(getdel)),
+    cmd!("getex", -2, WRITE | FAST, KEY1, Keyed, Some(getex)),
+    cmd!("mget", -2, READONLY | FAST, ALLKEYS, SplitKeys(ByKey), Some(mget)),
+    cmd!("mset", -3, WRITE | DENYOOM, PAIRS, SplitKeys(AllOk), Some(mset)),
+    cmd!("msetnx", -3, WRITE | DENYOOM, PAIRS, Proxy, Some(msetnx)),
+    cmd!("append", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(append)),
+    cmd!("strlen", 2, READONLY | FAST, KEY1, Keyed, Some(strlen)),
+    cmd!("getrange", 4, READONLY, KEY1, Keyed, Some(getrange)),
+    cmd!("setrange", 4, WRITE | DENYOOM, KEY1, Keyed, Some(setrange)),
+    cmd!("incr", 2, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(incr)),
+    cmd!("decr", 2, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(decr)),
+    cmd!("incrby", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(incrby)),
+    cmd!("decrby", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(decrby)),
+    cmd!("incrbyfloat", 3, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(incrbyfloat)),
+];
