@@ -4,13 +4,16 @@
 
 mod cli;
 mod cpus;
+mod topology;
 mod uring;
 
 use glommio::channels::channel_mesh::MeshBuilder;
 use glommio::{LocalExecutorBuilder, Placement};
+use proxy::cluster::ClusterView;
 use proxy::core::{MemoryInfo, Process};
 use proxy::log;
 use proxy::server::{run_core, CoreSetup};
+use shard::config::ClusterMode;
 use shard::Config;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicUsize;
@@ -32,6 +35,16 @@ fn main() {
         std::process::abort();
     }));
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("topology") {
+        match topology::run(&args[2..]) {
+            Ok(text) => print!("{}{}", text, if text.ends_with('\n') { "" } else { "\n" }),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+        return;
+    }
     let cli = match cli::parse(&args) {
         cli::Outcome::Run(cli) => cli,
         cli::Outcome::Print(text) => {
@@ -44,6 +57,19 @@ fn main() {
         }
     };
     if cli.check_only {
+        // Everything a start decides before binding: CPUs and the cluster
+        // topology (with this host's place in it).
+        let checked = shard_cpus(&cli.config).and_then(|cpus| {
+            let text = match cli.config.cluster_config_file.as_str() {
+                "" => None,
+                path => Some(std::fs::read_to_string(path).map_err(|e| format!("Can't open {path}: {e}"))?),
+            };
+            ClusterView::build(&cli.config, cpus.len(), cli.config.port, text.as_deref())
+        });
+        if let Err(e) = checked {
+            eprintln!("corekv: {e}");
+            std::process::exit(1);
+        }
         for p in shard::config::PARAMS {
             println!("{} {}", p.name, cli.config.get(p.name).unwrap_or_default());
         }
@@ -127,33 +153,71 @@ fn listen_addresses(config: &Config) -> Result<Vec<SocketAddr>, String> {
     Ok(addrs)
 }
 
+/// Builds and logs the cluster view; in per-core mode also checks that every
+/// node port is free before any shard starts.
+fn cluster_view(config: &Config, shards: usize, port: u16) -> Result<ClusterView, String> {
+    let text = match config.cluster_config_file.as_str() {
+        "" => None,
+        path => Some(std::fs::read_to_string(path).map_err(|e| format!("Can't open cluster-config-file {path}: {e}"))?),
+    };
+    let view = ClusterView::build(config, shards, port, text.as_deref())?;
+    if !view.enabled() {
+        return Ok(view);
+    }
+    log::notice(&format!(
+        "cluster-mode {}: {} node(s) in the topology, {} of them here",
+        config.cluster_mode.name(),
+        view.topology.nodes.len(),
+        if view.mode == ClusterMode::PerCore { shards } else { 1 }
+    ));
+    for shard in 0..shards {
+        if let Some(node_port) = view.shard_port(shard) {
+            for host in &config.bind {
+                let ip: IpAddr =
+                    host.trim_start_matches('-').parse().map_err(|_| format!("Invalid bind address '{host}'"))?;
+                std::net::TcpListener::bind(SocketAddr::new(ip, node_port))
+                    .map_err(|e| format!("Failed listening on node port {node_port} of shard {shard}: {e}"))?;
+            }
+            let node = view.node(view.shard_nodes[shard]);
+            let slots: Vec<String> = node.slots.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+            log::notice(&format!(
+                "shard {shard}: node {} at {} serving slots {}",
+                node.id,
+                node.addr(),
+                slots.join(",")
+            ));
+        }
+    }
+    Ok(view)
+}
+
 fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     let config = cli.config;
-    if config.cluster_mode != shard::config::ClusterMode::No {
-        return Err(format!("cluster-mode {} is not available in this build yet", config.cluster_mode.name()));
-    }
     uring::probe()?;
     let cpus = shard_cpus(&config)?;
     let listen = listen_addresses(&config)?;
     let shards = cpus.len();
+    log::notice(&format!(
+        "corekv {} (Redis 7.0 protocol) starting, pid={}, {} shard{}",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        cpus.len(),
+        if cpus.len() == 1 { "" } else { "s" }
+    ));
+    let port = listen.first().map_or(config.port, |a| a.port());
+    let cluster = cluster_view(&config, shards, port)?;
     let process = Arc::new(Process {
         shutdown: Default::default(),
+        reload_requested: Default::default(),
         connected_clients: AtomicUsize::new(0),
         started: Instant::now(),
         run_id: run_id(),
         executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
         config_file: cli.config_file.clone().unwrap_or_default(),
         cpus: cpus.clone(),
-        tcp_port: listen.first().map_or(config.port, |a| a.port()),
+        tcp_port: port,
         memory,
     });
-    log::notice(&format!(
-        "corekv {} (Redis 7.0 protocol) starting, pid={}, {} shard{}",
-        env!("CARGO_PKG_VERSION"),
-        std::process::id(),
-        shards,
-        if shards == 1 { "" } else { "s" }
-    ));
     let placement: Vec<String> = cpus.iter().enumerate().map(|(i, c)| format!("shard {i} -> CPU {c}")).collect();
     log::notice(&format!("Shards pinned: {}", placement.join(", ")));
     install_signal_handlers(process.clone())?;
@@ -171,6 +235,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             requests: requests.clone(),
             responses: responses.clone(),
             listen: listen.clone(),
+            cluster: cluster.clone(),
         };
         let ready = ready_tx.clone();
         let process = process.clone();
@@ -214,13 +279,19 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
 }
 
 /// SIGINT/SIGTERM ask the shards to stop; a second signal exits at once.
+/// SIGHUP re-reads the cluster topology file.
 fn install_signal_handlers(process: Arc<Process>) -> Result<(), String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).map_err(|e| e.to_string())?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|e| e.to_string())?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             for sig in signals.forever() {
+                if sig == SIGHUP {
+                    log::notice("Received SIGHUP, reloading the cluster topology");
+                    process.reload_requested.store(true, std::sync::atomic::Ordering::Relaxed);
+                    continue;
+                }
                 let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
                 if process.shutting_down() {
                     log::warning(&format!("You insist... exiting now ({name})."));

@@ -2,11 +2,13 @@
 //! route each to its shard, then write all replies with one send.
 
 use crate::clients::ClientInfo;
+use crate::cluster::Owner;
 use crate::commands::{self, Deferred};
 use crate::core::{Core, CoreStats};
 use crate::log;
 use crate::pipeline::Pipeline;
 use crate::resp::{Limits, Parsed, RequestParser};
+use crate::slot::key_slot;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use shard::commands::{arity_error, flags};
@@ -28,6 +30,22 @@ pub struct ConnState {
     pub authenticated: bool,
     /// Close once the replies gathered so far are written (QUIT, errors).
     pub close: bool,
+    /// The cluster node this connection's port stands for (per-core shard
+    /// ports, and the client port in emulated mode); keys of other nodes'
+    /// slots get MOVED.
+    pub port_node: Option<u16>,
+    /// Accepted on this core's own per-core node port: server-wide commands
+    /// (DBSIZE, KEYS, SCAN...) cover this shard only, as on a cluster node.
+    pub shard_port: bool,
+}
+
+/// Which listener accepted a connection.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Port {
+    /// The shared client port (SO_REUSEPORT on every core).
+    Client,
+    /// This core's own node port in per-core cluster mode.
+    Node,
 }
 
 pub struct Connection {
@@ -37,10 +55,12 @@ pub struct Connection {
     /// Unix ms of the current read batch (Redis's cached command time).
     pub now: u64,
     last_cmd: &'static str,
+    /// Cluster key checks (CROSSSLOT, MOVED) apply.
+    cluster: bool,
 }
 
 /// Serves one accepted connection until it closes.
-pub async fn serve(core: Rc<Core>, stream: TcpStream) {
+pub async fn serve(core: Rc<Core>, stream: TcpStream, port: Port) {
     let process = core.process.clone();
     let maxclients = core.config().maxclients as usize;
     let connected = process.connected_clients.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -81,13 +101,30 @@ pub async fn serve(core: Rc<Core>, stream: TcpStream) {
             (id, key)
         };
         let authenticated = core.config().requirepass.is_empty();
+        let view = core.cluster();
+        let port_node = match (port, view.mode) {
+            (Port::Node, _) => Some(view.shard_nodes[core.index]),
+            (Port::Client, shard::config::ClusterMode::Emulated) => Some(view.shard_nodes[0]),
+            _ => None,
+        };
         let mut conn = Connection {
             pipeline: Pipeline::new(core.count),
             core: core.clone(),
-            state: ConnState { id, registry_key, db: 0, resp3: false, authenticated, close: false },
+            state: ConnState {
+                id,
+                registry_key,
+                db: 0,
+                resp3: false,
+                authenticated,
+                close: false,
+                port_node,
+                shard_port: port == Port::Node,
+            },
             now: 0,
             last_cmd: "NULL",
+            cluster: view.enabled(),
         };
+        drop(view);
         conn.run(&mut stream).await;
         core.clients.borrow_mut().list.remove(registry_key);
     }
@@ -244,6 +281,9 @@ impl Connection {
             self.error(NOAUTH);
             return None;
         }
+        if self.cluster && self.redirected(spec, &args) {
+            return None;
+        }
         let (db, resp3, now) = (self.state.db, self.state.resp3, self.now);
         match spec.route {
             Route::Local => self.run_local(spec, args),
@@ -265,7 +305,7 @@ impl Connection {
                 }
             }
             Route::AllShards(merge) => {
-                if self.core.count == 1 {
+                if self.core.count == 1 || self.state.shard_port {
                     self.run_local(spec, args);
                 } else {
                     let all: Vec<usize> = (1..args.len()).collect();
@@ -277,6 +317,43 @@ impl Connection {
             Route::Proxy => return commands::run_now(self, spec, args),
         }
         None
+    }
+
+    /// Redis Cluster's checks: every key in one slot (else CROSSSLOT), and
+    /// that slot served by this connection's node (else MOVED to its owner).
+    /// Returns true when the command was answered with a redirection.
+    fn redirected(&mut self, spec: &CommandSpec, args: &Args) -> bool {
+        let mut slot = None;
+        for i in spec.key_indexes(args.len()) {
+            let s = key_slot(args.get(i));
+            match slot {
+                None => slot = Some(s),
+                Some(first) if first != s => {
+                    self.error("CROSSSLOT Keys in request don't hash to the same slot");
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        let Some(slot) = slot else {
+            return false;
+        };
+        let moved = {
+            let view = self.core.cluster.borrow();
+            let owner = match view.owner(slot) {
+                Owner::Remote { node } => Some(node),
+                Owner::Local { node, .. } if self.state.port_node.is_some_and(|p| p != node) => Some(node),
+                Owner::Local { .. } => None,
+            };
+            owner.map(|node| format!("MOVED {slot} {}", view.node(node).addr()))
+        };
+        match moved {
+            Some(msg) => {
+                self.error(&msg);
+                true
+            }
+            None => false,
+        }
     }
 
     #[inline]
@@ -293,7 +370,7 @@ impl Connection {
         }
         let mut owner = None;
         for i in spec.key_indexes(args.len()) {
-            let shard = self.core.slots.shard_of(args.get(i));
+            let shard = self.core.shard_of(args.get(i));
             match owner {
                 None => owner = Some(shard),
                 Some(o) if o != shard => return None,
@@ -307,7 +384,7 @@ impl Connection {
         let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
         let mut key_shards = Vec::new();
         for i in spec.key_indexes(args.len()) {
-            let shard = self.core.slots.shard_of(args.get(i));
+            let shard = self.core.shard_of(args.get(i));
             key_shards.push(shard as u16);
             let group = match groups.iter().position(|(s, _)| *s == shard) {
                 Some(g) => g,

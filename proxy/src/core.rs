@@ -3,13 +3,15 @@
 //! few process-wide facts live in [`Process`] and are read-mostly.
 
 use crate::clients::Clients;
+use crate::cluster::ClusterView;
 use crate::mesh::{Batch, BatchReply, Mesh};
-use crate::slot::SlotMap;
+use crate::slot::key_slot;
 use shard::commands::all;
 use shard::commands::{execute, Ctx};
 use shard::{Args, CommandSpec, Reply, Shard};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -27,6 +29,8 @@ pub struct MemoryInfo {
 /// (never a request), so sharing it costs the data path nothing.
 pub struct Process {
     pub shutdown: AtomicBool,
+    /// SIGHUP asked for the topology file to be read again.
+    pub reload_requested: AtomicBool,
     /// Open client connections on all cores, for `maxclients`.
     pub connected_clients: AtomicUsize,
     pub started: Instant,
@@ -130,7 +134,8 @@ pub struct Core {
     pub index: usize,
     pub count: usize,
     pub shard: RefCell<Shard>,
-    pub slots: SlotMap,
+    /// Slot ownership; replaced as a whole when the topology is reloaded.
+    pub cluster: RefCell<Rc<ClusterView>>,
     pub commands: CommandTable,
     pub clients: RefCell<Clients>,
     pub stats: CoreStats,
@@ -139,11 +144,11 @@ pub struct Core {
 }
 
 impl Core {
-    pub fn new(shard: Shard, mesh: Mesh, process: Arc<Process>) -> Self {
+    pub fn new(shard: Shard, cluster: ClusterView, mesh: Mesh, process: Arc<Process>) -> Self {
         Core {
             index: shard.index,
             count: shard.count,
-            slots: SlotMap::contiguous(shard.count),
+            cluster: RefCell::new(Rc::new(cluster)),
             shard: RefCell::new(shard),
             commands: CommandTable::new(),
             clients: RefCell::new(Clients::default()),
@@ -174,6 +179,20 @@ impl Core {
             reply.ends.push(reply.data.len() as u32);
         }
         reply
+    }
+
+    pub fn cluster(&self) -> Rc<ClusterView> {
+        self.cluster.borrow().clone()
+    }
+
+    /// The local shard owning `key` (the connection's own core for keys of
+    /// slots served by other hosts, which the router answers with MOVED).
+    #[inline]
+    pub fn shard_of(&self, key: &[u8]) -> usize {
+        if self.count == 1 {
+            return 0;
+        }
+        self.cluster.borrow().local_shard(key_slot(key)).unwrap_or(self.index)
     }
 
     pub fn config(&self) -> std::cell::Ref<'_, shard::Config> {

@@ -4,6 +4,7 @@
 //! is stored.
 
 pub mod clients;
+pub mod cluster;
 pub mod commands;
 pub mod conn;
 pub mod core;

@@ -2,11 +2,11 @@
 //! port(s) with SO_REUSEPORT, serve connections, and run the periodic tasks
 //! (active expiry, statistics) until shutdown.
 
-use crate::conn;
+use crate::cluster::ClusterView;
+use crate::conn::{self, Port};
 use crate::core::{Core, Process};
 use crate::log;
 use crate::mesh::{self, Mesh, RequestMesh, ResponseMesh};
-use futures_lite::future;
 use glommio::net::TcpListener;
 use shard::{Config, Shard};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -24,6 +24,7 @@ pub struct CoreSetup {
     pub requests: RequestMesh,
     pub responses: ResponseMesh,
     pub listen: Vec<SocketAddr>,
+    pub cluster: ClusterView,
 }
 
 /// A listening socket on `addr` shared with the other cores (SO_REUSEPORT:
@@ -40,11 +41,47 @@ pub fn reuseport_socket(addr: SocketAddr, backlog: i32) -> std::io::Result<Socke
     Ok(socket)
 }
 
-async fn accept_loop(core: Rc<Core>, listener: TcpListener) {
+/// A listening socket owned by one core (no SO_REUSEPORT: exclusive).
+fn node_socket(addr: SocketAddr, backlog: i32) -> std::io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.bind(&addr.into())?;
+    socket.listen(backlog)?;
+    Ok(socket)
+}
+
+/// Re-reads the topology file and installs the new view on every core.
+/// Routing changes at once; keys of slots that moved are not migrated.
+pub async fn reload_topology(core: &Rc<Core>) -> Result<(), String> {
+    let (config, shards) = (core.config().clone(), core.count);
+    if config.cluster_config_file.is_empty() {
+        return Err("no cluster-config-file to reload".into());
+    }
+    let text = std::fs::read_to_string(&config.cluster_config_file)
+        .map_err(|e| format!("reading {}: {e}", config.cluster_config_file))?;
+    let view = ClusterView::build(&config, shards, core.process.tcp_port, Some(&text))?;
+    let old = core.cluster();
+    if view.shard_nodes.iter().map(|&n| view.node(n).port).ne(old.shard_nodes.iter().map(|&n| old.node(n).port)) {
+        return Err("the reloaded topology changes this host's node ports; restart to apply".into());
+    }
+    let installed = crate::mesh::call_all(core, move |c| {
+        *c.cluster.borrow_mut() = std::rc::Rc::new(view.clone());
+    })
+    .await;
+    if installed.iter().any(Option::is_none) {
+        return Err("could not reach every shard".into());
+    }
+    Ok(())
+}
+
+async fn accept_loop(core: Rc<Core>, listener: TcpListener, port: Port) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                glommio::spawn_local(conn::serve(core.clone(), stream)).detach();
+                glommio::spawn_local(conn::serve(core.clone(), stream, port)).detach();
             }
             Err(e) => {
                 log::warning(&format!("Accepting client connection: {e}"));
@@ -61,6 +98,12 @@ async fn cron(core: Rc<Core>) {
         glommio::timer::sleep(Duration::from_millis(1000 / hz)).await;
         if core.process.shutting_down() {
             return;
+        }
+        if core.index == 0 && core.process.reload_requested.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            match reload_topology(&core).await {
+                Ok(()) => log::notice("Cluster topology reloaded"),
+                Err(e) => log::warning(&format!("Cluster topology not reloaded: {e}")),
+            }
         }
         core.shard.borrow_mut().active_expire(shard::unix_ms());
         let commands = core.stats.commands.get();
@@ -87,17 +130,26 @@ fn close_idle_clients(core: &Core, timeout: Duration) {
 pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Result<()> {
     let (mesh, requests, responses) = Mesh::join(setup.requests, setup.responses).await;
     let backlog = setup.config.tcp_backlog as i32;
+    let node_port = setup.cluster.shard_port(setup.index);
     let shard = Shard::new(setup.index, setup.count, setup.config);
-    let core = Rc::new(Core::new(shard, mesh, setup.process));
+    let core = Rc::new(Core::new(shard, setup.cluster, mesh, setup.process));
     mesh::serve(&core, requests, responses);
     for addr in &setup.listen {
         let socket = reuseport_socket(*addr, backlog)?;
         // SAFETY: the fd is a freshly created listening TCP socket whose
         // ownership moves into the glommio listener.
         let listener = unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) };
-        glommio::spawn_local(accept_loop(core.clone(), listener)).detach();
+        glommio::spawn_local(accept_loop(core.clone(), listener, Port::Client)).detach();
+        // Per-core mode: this shard's own node port, on this core only, so
+        // a cluster client reaches the owning core with no hop.
+        if let Some(port) = node_port {
+            let socket = node_socket(SocketAddr::new(addr.ip(), port), backlog)?;
+            // SAFETY: as above.
+            let listener = unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) };
+            glommio::spawn_local(accept_loop(core.clone(), listener, Port::Node)).detach();
+        }
     }
     listening();
-    future::or(cron(core.clone()), future::pending::<()>()).await;
+    cron(core).await;
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! Cluster slots: CRC16 (XMODEM, as Redis Cluster) of the key or of its
-//! `{hash tag}`, modulo 16384, and the map from slot to owning shard.
+//! `{hash tag}`, modulo 16384. Ownership of slots is in `cluster`.
 
 pub const SLOTS: usize = 16384;
 
@@ -21,45 +21,6 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(hash_tag(key)) & (SLOTS as u16 - 1)
 }
 
-/// Slot → shard. Each shard owns one contiguous range of slots.
-#[derive(Clone)]
-pub struct SlotMap {
-    owner: Box<[u16]>,
-    shards: usize,
-}
-
-impl SlotMap {
-    pub fn contiguous(shards: usize) -> Self {
-        let owner = (0..SLOTS).map(|s| (s * shards / SLOTS) as u16).collect();
-        SlotMap { owner, shards }
-    }
-
-    #[inline]
-    pub fn shard_of_slot(&self, slot: u16) -> usize {
-        self.owner[slot as usize] as usize
-    }
-
-    #[inline]
-    pub fn shard_of(&self, key: &[u8]) -> usize {
-        if self.shards == 1 {
-            return 0;
-        }
-        self.shard_of_slot(key_slot(key))
-    }
-
-    /// The slot range `[first, last]` of each shard, in shard order.
-    pub fn ranges(&self) -> Vec<(u16, u16)> {
-        let mut out: Vec<(u16, u16)> = Vec::new();
-        for (slot, &shard) in self.owner.iter().enumerate() {
-            match out.get_mut(shard as usize) {
-                Some(r) => r.1 = slot as u16,
-                None => out.push((slot as u16, slot as u16)),
-            }
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,19 +36,5 @@ mod tests {
         assert_eq!(hash_tag(b"foo{{bar}}zap"), b"{bar");
         assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
         assert_eq!(key_slot(b""), 0);
-    }
-
-    #[test]
-    fn contiguous_ranges_cover_all_slots() {
-        for n in [1, 2, 3, 7, 16] {
-            let m = SlotMap::contiguous(n);
-            let r = m.ranges();
-            assert_eq!(r.len(), n);
-            assert_eq!(r[0].0, 0);
-            assert_eq!(r[n - 1].1 as usize, SLOTS - 1);
-            for w in r.windows(2) {
-                assert_eq!(w[0].1 + 1, w[1].0);
-            }
-        }
     }
 }

@@ -201,11 +201,17 @@ pub struct Redis {
 
 impl Redis {
     pub fn start() -> Redis {
+        Redis::start_with(&[])
+    }
+
+    /// A redis-server with extra arguments.
+    pub fn start_with(extra: &[&str]) -> Redis {
         ensure_test_deps();
         for _ in 0..5 {
             let port = free_port();
             let mut cmd = Command::new("redis-server");
             cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+            cmd.args(extra);
             cmd.stdout(Stdio::null()).stderr(Stdio::null());
             die_with_parent(&mut cmd);
             let mut child = cmd.spawn().expect("spawn redis-server");

@@ -98,6 +98,7 @@ pub fn hello(conn: &mut Connection, args: Args) {
         conn.state.resp3 = v == 3;
     }
     let id = conn.state.id;
+    let mode = if conn.core.cluster().enabled() { "cluster" } else { "standalone" };
     reply(conn, |r| {
         r.map(7);
         r.bulk(b"server");
@@ -109,7 +110,7 @@ pub fn hello(conn: &mut Connection, args: Args) {
         r.bulk(b"id");
         r.int(id as i64);
         r.bulk(b"mode");
-        r.bulk(b"standalone");
+        r.bulk(mode.as_bytes());
         r.bulk(b"role");
         r.bulk(b"master");
         r.bulk(b"modules");
@@ -121,6 +122,9 @@ pub fn select(conn: &mut Connection, args: Args) {
     let Some(db) = parse_i64(args.get(1)).filter(|n| (i32::MIN as i64..=i32::MAX as i64).contains(n)) else {
         return conn.error(NOT_INTEGER);
     };
+    if conn.core.cluster().enabled() && db != 0 {
+        return conn.error("ERR SELECT is not allowed in cluster mode");
+    }
     if db < 0 || db as usize >= conn.core.config().databases {
         return conn.error(DB_INDEX);
     }

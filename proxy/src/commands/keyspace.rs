@@ -43,11 +43,13 @@ pub async fn scan(conn: &mut Connection, args: Args<'_>) {
         }
         i += 2;
     }
-    let shards = conn.core.count;
+    // A per-core node port scans its own shard only, as a cluster node does.
+    let (shards, first) = if conn.state.shard_port { (1, conn.core.index) } else { (conn.core.count, 0) };
     let bits = shard_bits(shards);
-    let (shard, pos) =
+    let (part, pos) =
         if bits == 0 { (0, cursor) } else { ((cursor >> (64 - bits)) as usize, cursor & (u64::MAX >> bits)) };
-    if shard >= shards {
+    let shard = first + part;
+    if part >= shards {
         return reply(conn, |r| {
             r.array(2);
             r.bulk(b"0");
@@ -75,8 +77,8 @@ pub async fn scan(conn: &mut Connection, args: Args<'_>) {
     };
     let next_cursor = match next {
         Some(p) if bits == 0 => p,
-        Some(p) => ((shard as u64) << (64 - bits)) | p,
-        None if shard + 1 < shards => (shard as u64 + 1) << (64 - bits),
+        Some(p) => ((part as u64) << (64 - bits)) | p,
+        None if part + 1 < shards => (part as u64 + 1) << (64 - bits),
         None => 0,
     };
     reply(conn, |r| {
@@ -91,7 +93,7 @@ pub async fn scan(conn: &mut Connection, args: Args<'_>) {
 
 pub async fn randomkey(conn: &mut Connection) {
     let db = conn.state.db;
-    let picks = call_all(&conn.core, move |core| {
+    let pick = move |core: &std::rc::Rc<crate::core::Core>| {
         let mut s = core.shard.borrow_mut();
         let now = shard::unix_ms();
         let len = s.dbs[db].len();
@@ -104,8 +106,8 @@ pub async fn randomkey(conn: &mut Connection) {
             seed
         });
         (len, key.map(|k| k.to_vec()))
-    })
-    .await;
+    };
+    let picks = if conn.state.shard_port { vec![Some(pick(&conn.core))] } else { call_all(&conn.core, pick).await };
     let candidates: Vec<(usize, Vec<u8>)> = picks.into_iter().flatten().filter_map(|(n, k)| Some((n, k?))).collect();
     let total: usize = candidates.iter().map(|c| c.0).sum();
     let chosen = if total == 0 {
@@ -135,7 +137,7 @@ type ShardPairs = (usize, Vec<(Vec<u8>, Vec<u8>)>);
 fn pairs_by_shard(conn: &Connection, args: &Args) -> Vec<ShardPairs> {
     let mut groups: Vec<ShardPairs> = Vec::new();
     for i in (1..args.len()).step_by(2) {
-        let shard = conn.core.slots.shard_of(args.get(i));
+        let shard = conn.core.shard_of(args.get(i));
         let pair = (args.get(i).to_vec(), args.get(i + 1).to_vec());
         match groups.iter_mut().find(|(s, _)| *s == shard) {
             Some(g) => g.1.push(pair),
@@ -197,7 +199,7 @@ async fn put_on(conn: &Connection, shard: usize, db: usize, key: Vec<u8>, value:
 /// RENAME/RENAMENX with source and destination on different shards.
 pub async fn rename(conn: &mut Connection, args: Args<'_>, nx: bool) {
     let (src, dst) = (args.get(1).to_vec(), args.get(2).to_vec());
-    let (from, to) = (conn.core.slots.shard_of(&src), conn.core.slots.shard_of(&dst));
+    let (from, to) = (conn.core.shard_of(&src), conn.core.shard_of(&dst));
     let db = conn.state.db;
     let src_exists = exists_on(conn, from, db, src.clone()).await;
     if !src_exists {
@@ -227,12 +229,13 @@ pub async fn rename(conn: &mut Connection, args: Args<'_>, nx: bool) {
 /// COPY with source and destination on different shards.
 pub async fn copy(conn: &mut Connection, args: Args<'_>) {
     let databases = conn.core.config().databases;
-    let options = match parse_copy(&args, conn.state.db, databases) {
+    let cluster = conn.core.cluster().enabled();
+    let options = match parse_copy(&args, conn.state.db, databases, cluster) {
         Ok(o) => o,
         Err(e) => return conn.error(e),
     };
     let (src, dst) = (args.get(1).to_vec(), args.get(2).to_vec());
-    let (from, to) = (conn.core.slots.shard_of(&src), conn.core.slots.shard_of(&dst));
+    let (from, to) = (conn.core.shard_of(&src), conn.core.shard_of(&dst));
     let db = conn.state.db;
     let copied: Moved = call(&conn.core, from, move |core| {
         let mut s = core.shard.borrow_mut();

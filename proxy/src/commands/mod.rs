@@ -7,6 +7,7 @@ mod introspection;
 mod keyspace;
 mod server;
 
+use crate::cluster::commands as cluster;
 use crate::conn::Connection;
 use shard::{Args, CommandSpec};
 
@@ -35,6 +36,9 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         | "command|getkeysandflags"
         | "command|help" => introspection::command(conn, spec, args),
         "config|get" => server::config_get(conn, args),
+        "readonly" | "readwrite" | "asking" => cluster::flag_command(conn),
+        "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred(spec)),
+        name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
@@ -61,6 +65,8 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "client|list" => connection::client_list(conn, args).await,
         "client|kill" => connection::client_kill(conn, args).await,
         "scan" => keyspace::scan(conn, args).await,
+        "cluster|countkeysinslot" | "cluster|getkeysinslot" => cluster::keys_in_slot(conn, spec, args).await,
+        "cluster|reload" => cluster::reload(conn).await,
         "randomkey" => keyspace::randomkey(conn).await,
         "msetnx" => keyspace::msetnx(conn, args).await,
         "rename" | "renamenx" => keyspace::rename(conn, args, spec.name == "renamenx").await,

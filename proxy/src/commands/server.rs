@@ -114,8 +114,9 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         let mut b = String::new();
         let _ = write!(
             b,
-            "redis_version:7.0.15\r\ncorekv_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:standalone\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:io_uring\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nshards:{}\r\nio_threads_active:0\r\n",
+            "redis_version:7.0.15\r\ncorekv_version:{}\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_mode:{}\r\nos:{}\r\narch_bits:64\r\nmultiplexing_api:io_uring\r\nprocess_id:{}\r\nprocess_supervised:no\r\nrun_id:{}\r\ntcp_port:{}\r\nserver_time_usec:{}\r\nuptime_in_seconds:{}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfigured_hz:{}\r\nexecutable:{}\r\nconfig_file:{}\r\nshards:{}\r\nio_threads_active:0\r\n",
             env!("CARGO_PKG_VERSION"),
+            if core.cluster.borrow().enabled() { "cluster" } else { "standalone" },
             os_name(),
             std::process::id(),
             p.run_id,
@@ -184,7 +185,8 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         );
     }
     if want("cluster") {
-        section("Cluster", "cluster_enabled:0\r\n".into());
+        let enabled = core.cluster.borrow().enabled() as u8;
+        section("Cluster", format!("cluster_enabled:{enabled}\r\n"));
     }
     if want("keyspace") {
         let mut b = String::new();

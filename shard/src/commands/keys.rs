@@ -192,7 +192,7 @@ pub struct CopyArgs {
 }
 
 /// Parses COPY's options; `Err` carries the error reply text.
-pub fn parse_copy(args: &Args, db: usize, databases: usize) -> Result<CopyArgs, &'static str> {
+pub fn parse_copy(args: &Args, db: usize, databases: usize, cluster: bool) -> Result<CopyArgs, &'static str> {
     let mut c = CopyArgs { dest_db: db, replace: false };
     let mut j = 3;
     while j < args.len() {
@@ -211,6 +211,9 @@ pub fn parse_copy(args: &Args, db: usize, databases: usize) -> Result<CopyArgs, 
         }
         j += 1;
     }
+    if cluster && (db != 0 || c.dest_db != 0) {
+        return Err("ERR Copying to another database is not allowed in cluster mode");
+    }
     if c.dest_db == db && args.get(1) == args.get(2) {
         return Err("ERR source and destination objects are the same");
     }
@@ -219,7 +222,8 @@ pub fn parse_copy(args: &Args, db: usize, databases: usize) -> Result<CopyArgs, 
 
 /// COPY with both keys on this shard.
 pub fn copy(s: &mut Shard, ctx: &mut Ctx, args: Args) {
-    let c = match parse_copy(&args, ctx.db, s.dbs.len()) {
+    let cluster = s.config.cluster_mode != crate::config::ClusterMode::No;
+    let c = match parse_copy(&args, ctx.db, s.dbs.len(), cluster) {
         Ok(c) => c,
         Err(e) => return ctx.reply.error(e),
     };

@@ -78,6 +78,24 @@ pub static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("command|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
 ];
 
+/// CLUSTER subcommands of Redis Cluster that describe or query the cluster,
+/// plus corekv's RELOAD; the ones that change a Redis cluster's own
+/// configuration (ADDSLOTS, MEET, ...) have no meaning here.
+pub static CLUSTER_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("cluster|info", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|myid", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|myshardid", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|slots", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|shards", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|nodes", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|keyslot", 3, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|countkeysinslot", 3, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|getkeysinslot", 4, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|links", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|reload", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
 pub static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
@@ -97,6 +115,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("echo", 2, LOADING | STALE | FAST, NOKEYS, Local, Some(echo)),
     cmd!("command", -1, LOADING | STALE, NOKEYS, Proxy, None, COMMAND_SUBCOMMANDS),
     cmd!("info", -1, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("cluster", -2, 0, NOKEYS, Proxy, None, CLUSTER_SUBCOMMANDS),
+    cmd!("readonly", 1, LOADING | STALE | FAST, NOKEYS, Proxy, None),
+    cmd!("readwrite", 1, LOADING | STALE | FAST, NOKEYS, Proxy, None),
+    cmd!("asking", 1, FAST, NOKEYS, Proxy, None),
     cmd!("config", -2, 0, NOKEYS, Proxy, None, CONFIG_SUBCOMMANDS),
     cmd!("time", 1, LOADING | STALE | FAST, NOKEYS, Local, Some(time)),
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
