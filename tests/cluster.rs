@@ -329,9 +329,8 @@ fn generated_topology_for_three_hosts_of_four_cores_is_accepted() {
         let ranges = line.split_whitespace().nth(3).unwrap();
         for r in ranges.split(',') {
             let (a, b) = r.split_once('-').unwrap();
-            for s in a.parse::<usize>().unwrap()..=b.parse::<usize>().unwrap() {
-                owners[s] += 1;
-            }
+            let (a, b) = (a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap());
+            owners[a..=b].iter_mut().for_each(|n| *n += 1);
         }
     }
     assert_eq!(nodes, 12);
