@@ -27,30 +27,21 @@ pub struct CoreSetup {
     pub cluster: ClusterView,
 }
 
-/// A listening socket on `addr` shared with the other cores (SO_REUSEPORT:
-/// the kernel spreads connections over them).
-pub fn reuseport_socket(addr: SocketAddr, backlog: i32) -> std::io::Result<Socket> {
+/// A listening socket for this core. `shared`: SO_REUSEPORT, so every core
+/// listens on the port and the kernel spreads connections over them;
+/// otherwise the port is this core's alone.
+fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
+    socket.set_reuse_port(shared)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
     socket.bind(&addr.into())?;
     socket.listen(backlog)?;
-    Ok(socket)
-}
-
-/// A listening socket owned by one core (no SO_REUSEPORT: exclusive).
-fn node_socket(addr: SocketAddr, backlog: i32) -> std::io::Result<Socket> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.listen(backlog)?;
-    Ok(socket)
+    // SAFETY: a freshly created listening TCP socket whose ownership moves
+    // into the glommio listener.
+    Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
 }
 
 /// Re-reads the topology file and installs the new view on every core.
@@ -135,18 +126,13 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     let core = Rc::new(Core::new(shard, setup.cluster, mesh, setup.process));
     mesh::serve(&core, requests, responses);
     for addr in &setup.listen {
-        let socket = reuseport_socket(*addr, backlog)?;
-        // SAFETY: the fd is a freshly created listening TCP socket whose
-        // ownership moves into the glommio listener.
-        let listener = unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) };
-        glommio::spawn_local(accept_loop(core.clone(), listener, Port::Client)).detach();
+        let client = listener(*addr, backlog, true)?;
+        glommio::spawn_local(accept_loop(core.clone(), client, Port::Client)).detach();
         // Per-core mode: this shard's own node port, on this core only, so
         // a cluster client reaches the owning core with no hop.
         if let Some(port) = node_port {
-            let socket = node_socket(SocketAddr::new(addr.ip(), port), backlog)?;
-            // SAFETY: as above.
-            let listener = unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) };
-            glommio::spawn_local(accept_loop(core.clone(), listener, Port::Node)).detach();
+            let node = listener(SocketAddr::new(addr.ip(), port), backlog, false)?;
+            glommio::spawn_local(accept_loop(core.clone(), node, Port::Node)).detach();
         }
     }
     listening();

@@ -111,15 +111,7 @@ impl CommandSpec {
 
 macro_rules! cmd {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $route:expr, $handler:expr) => {
-        CommandSpec {
-            name: $name,
-            arity: $arity,
-            flags: $flags,
-            keys: $keys,
-            route: $route,
-            handler: $handler,
-            subcommands: &[],
-        }
+        cmd!($name, $arity, $flags, $keys, $route, $handler, &[])
     };
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $route:expr, $handler:expr, $subs:expr) => {
         CommandSpec {
