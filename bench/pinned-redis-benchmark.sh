@@ -33,7 +33,7 @@ run() {
   out=$(taskset -c "$client_cpu" redis-benchmark -p "$port" -q -t "$test" -c 50 -d 100 -r 100000 -n "$n" -P "$pipeline" 2>/dev/null |
     tr '\r' '\n' | grep 'requests per second' | tail -1 | awk '{print $2}')
   t1=$(ticks "$pid")
-  echo "$out $(echo "($t1 - $t0) * 1000000 / $hz / $n" | bc -l)"
+  echo "$out $(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v n="$n" 'BEGIN {print (b - a) * 1000000 / hz / n}')"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -54,7 +54,7 @@ for pipeline in 1 16; do
     r_cpu=$(cut -d' ' -f2 /tmp/pinned.$$.r | median)
     c_cpu=$(cut -d' ' -f2 /tmp/pinned.$$.c | median)
     printf '| %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n' "${test^^}" "$pipeline" "$r_ops" "$c_ops" \
-      "$(echo "$c_ops / $r_ops" | bc -l)" "$r_cpu" "$c_cpu"
+      "$(awk -v c="$c_ops" -v r="$r_ops" 'BEGIN {print c / r}')" "$r_cpu" "$c_cpu"
   done
 done
 rm -f /tmp/pinned.$$.r /tmp/pinned.$$.c

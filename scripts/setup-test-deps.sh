@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine: redis-server
 # (the reference for differential tests, and redis-cli/redis-benchmark),
-# shellcheck and systemd-analyze (deploy tests). Idempotent; needs root or
-# sudo only when something is missing.
+# plus the deploy tests' tools: shellcheck, systemd-analyze. Idempotent;
+# needs root or sudo only when something is missing.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null || need+=(redis-server)
