@@ -799,13 +799,30 @@ const SETTINGS: &[(&str, &str)] = &[
     ("hz", "10"),
     ("timeout", "0"),
     ("tcp-keepalive", "300"),
+    ("tcp-backlog", "511"),
     ("cluster-mode", "no"),
     ("cluster-announce-ip", ""),
     ("cluster-port-base", ""),
     ("cluster-config-file", ""),
     ("loglevel", "notice"),
     ("logfile", "\"\""),
+    ("save", "\"\""),
+    ("appendonly", "no"),
 ];
+
+/// The server's own list of settings (what `--check-config` prints) is the
+/// contract: a setting added to the server must be documented here too.
+#[test]
+fn settings_contract_is_the_servers() {
+    let out = Command::new(env!("CARGO_BIN_EXE_corekv")).arg("--check-config").output().unwrap();
+    assert!(out.status.success());
+    let server: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    let documented: BTreeSet<String> = SETTINGS.iter().map(|(n, _)| n.to_string()).collect();
+    assert_eq!(server, documented, "server settings vs deploy/corekv.conf's contract");
+}
 
 /// The example's directives: (name, value, commented out), each the line
 /// after its "# Default:" line, checked to be documented that way.
