@@ -197,3 +197,27 @@ fn every_command_with_any_argument_count_is_safe() {
     }
     assert_healthy(&server);
 }
+
+/// A client pipelining reads of large values without reading its replies is
+/// held back by TCP: the server's memory stays bounded.
+#[test]
+fn unread_replies_do_not_pile_up_in_the_server() {
+    let server = Server::shards(1);
+    let mut raw = server.raw();
+    let value = vec![b'v'; 1 << 20];
+    assert_eq!(raw.cmd(&[b"SET", b"big", &value]), Value::Simple(b"OK".to_vec()));
+    let gets: Vec<u8> = std::iter::repeat_n(Raw::encode(&[b"GET", b"big"]), 400).flatten().collect();
+    raw.send(&gets);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let rss_kb: u64 = std::fs::read_to_string(format!("/proc/{}/status", server.child.id()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap();
+    assert!(rss_kb < 200 * 1024, "400 MB of unread replies buffered in the server ({rss_kb} kB RSS)");
+    for _ in 0..400 {
+        assert_eq!(raw.read().map(|v| matches!(v, Value::Bulk(b) if b.len() == 1 << 20)), Some(true));
+    }
+    assert_healthy(&server);
+}

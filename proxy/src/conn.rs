@@ -20,6 +20,11 @@ use std::time::Instant;
 
 const READ_CHUNK: usize = 16 * 1024;
 
+/// Replies buffered beyond this are sent before the rest of the batch runs,
+/// so a client pipelining reads of large values without reading its replies
+/// is held back by TCP instead of growing this buffer without bound.
+const OUTPUT_HIGH_WATER: usize = 1 << 20;
+
 /// What a connection carries from one command to the next.
 pub struct ConnState {
     pub id: u64,
@@ -158,8 +163,9 @@ impl Connection {
                     ));
                     return;
                 }
-                let target = parser.pending_need().unwrap_or(0).max(buf.len() * 2);
-                buf.resize(target.min(buf.len() * 2).max(buf.len() + READ_CHUNK), 0);
+                // Doubling: memory follows the bytes that actually arrive,
+                // not the length a bulk header announces.
+                buf.resize(buf.len() * 2, 0);
             }
             let n = match stream.read(&mut buf[filled..]).await {
                 Ok(0) | Err(_) => return,
@@ -169,11 +175,9 @@ impl Connection {
             CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
             self.now = shard::unix_ms();
             let mut commands = 0u64;
+            let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
             loop {
-                let limits = Limits {
-                    proto_max_bulk_len: self.core.config().proto_max_bulk_len,
-                    unauthenticated: !self.state.authenticated,
-                };
+                let limits = Limits { proto_max_bulk_len, unauthenticated: !self.state.authenticated };
                 match parser.next(&buf[..filled], &limits) {
                     Parsed::Command { inline } => {
                         commands += 1;
@@ -185,6 +189,9 @@ impl Connection {
                         }
                         if self.state.close {
                             break;
+                        }
+                        if self.pipeline.out.len() >= OUTPUT_HIGH_WATER && !self.send_replies(stream).await {
+                            return;
                         }
                     }
                     Parsed::Incomplete => break,
@@ -201,16 +208,8 @@ impl Connection {
                 }
             }
             CoreStats::add(&self.core.stats.commands, commands);
-            self.pipeline.flush(&self.core).await;
-            if !self.pipeline.out.is_empty() {
-                if stream.write_all(&self.pipeline.out).await.is_err() {
-                    return;
-                }
-                CoreStats::add(&self.core.stats.net_output_bytes, self.pipeline.out.len() as u64);
-                self.pipeline.out.clear();
-                if self.pipeline.out.capacity() > 1 << 20 {
-                    self.pipeline.out = Vec::with_capacity(READ_CHUNK);
-                }
+            if !self.send_replies(stream).await {
+                return;
             }
             if self.state.close {
                 return;
@@ -224,6 +223,24 @@ impl Connection {
             }
             self.update_registry(filled);
         }
+    }
+
+    /// Waits for this batch's remote replies and sends every reply so far
+    /// with one write. False when the client is gone.
+    async fn send_replies(&mut self, stream: &mut TcpStream) -> bool {
+        self.pipeline.flush(&self.core).await;
+        if self.pipeline.out.is_empty() {
+            return true;
+        }
+        if stream.write_all(&self.pipeline.out).await.is_err() {
+            return false;
+        }
+        CoreStats::add(&self.core.stats.net_output_bytes, self.pipeline.out.len() as u64);
+        self.pipeline.out.clear();
+        if self.pipeline.out.capacity() > OUTPUT_HIGH_WATER {
+            self.pipeline.out = Vec::with_capacity(READ_CHUNK);
+        }
+        true
     }
 
     fn update_registry(&self, qbuf: usize) {
