@@ -267,3 +267,16 @@ fn command_info_gives_key_positions_to_clients() {
         redis::cmd("COMMAND").arg("GETKEYS").arg("MSET").arg("a").arg("1").arg("b").arg("2").query(&mut c).unwrap();
     assert_eq!(keys, vec!["a", "b"]);
 }
+
+#[test]
+fn idle_clients_are_closed_after_timeout() {
+    let server = Server::start(&["--shards", "2", "--timeout", "1"]);
+    let mut idle = server.raw();
+    assert_eq!(idle.cmd_str("PING"), proxy::resp::Value::Simple(b"PONG".to_vec()));
+    let mut busy = server.raw();
+    for _ in 0..12 {
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(busy.cmd_str("PING"), proxy::resp::Value::Simple(b"PONG".to_vec()));
+    }
+    assert!(idle.closed(), "a client idle past `timeout` must be closed");
+}
