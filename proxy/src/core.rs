@@ -19,9 +19,8 @@ use std::time::Instant;
 /// Memory figures for INFO, provided by the binary that owns the allocator.
 #[derive(Clone, Default, Debug)]
 pub struct MemoryInfo {
-    pub used: u64,
-    pub peak: u64,
     pub rss: u64,
+    pub peak_rss: u64,
     pub allocator: String,
 }
 
@@ -41,6 +40,10 @@ pub struct Process {
     pub cpus: Vec<usize>,
     pub tcp_port: u16,
     pub memory: fn() -> MemoryInfo,
+    /// Net bytes allocated by the calling thread (each core reports its own).
+    pub thread_allocated: fn() -> i64,
+    /// Highest total of allocated bytes INFO has seen.
+    pub memory_peak: std::sync::atomic::AtomicU64,
 }
 
 impl Process {

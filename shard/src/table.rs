@@ -7,20 +7,130 @@
 //! cursor can be a position in hash space: entries present for the whole scan
 //! are returned at least once, whatever splits happen in between (the SCAN
 //! guarantee), with no extra state kept per cursor.
+//!
+//! Memory: a segment keeps its entries densely packed in fixed-size chunks
+//! and indexes them with a hashbrown table of 4-byte positions. A hash table's
+//! empty buckets then cost 5 bytes rather than a whole entry, so the table
+//! stays compact at any load factor, and a random entry is one index away.
 
 use hashbrown::HashTable;
 
-/// Entries split a segment once it holds this many (hashbrown's 7/8 load of
-/// 1024 buckets, so a segment's bucket array never exceeds 1024).
-const SEGMENT_MAX: usize = 896;
+/// Entries split a segment once it holds this many.
+const SEGMENT_MAX: usize = 1024;
+
+/// Entries per storage chunk: at most one partly used chunk per segment.
+const CHUNK: usize = 64;
 
 pub trait Keyed {
     fn key(&self) -> &[u8];
 }
 
+/// A segment's entries, densely packed in chunks of `CHUNK`.
+struct Dense<E> {
+    chunks: Vec<Vec<E>>,
+    len: usize,
+}
+
+impl<E> Dense<E> {
+    fn new() -> Self {
+        Dense { chunks: Vec::new(), len: 0 }
+    }
+
+    #[inline]
+    fn get(&self, i: u32) -> &E {
+        &self.chunks[i as usize / CHUNK][i as usize % CHUNK]
+    }
+
+    #[inline]
+    fn get_mut(&mut self, i: u32) -> &mut E {
+        &mut self.chunks[i as usize / CHUNK][i as usize % CHUNK]
+    }
+
+    fn push(&mut self, e: E) -> u32 {
+        if self.len.is_multiple_of(CHUNK) {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        if let Some(last) = self.chunks.last_mut() {
+            last.push(e);
+        }
+        self.len += 1;
+        (self.len - 1) as u32
+    }
+
+    fn pop(&mut self) -> Option<E> {
+        let last = self.chunks.last_mut()?;
+        let e = last.pop()?;
+        if last.is_empty() {
+            self.chunks.pop();
+        }
+        self.len -= 1;
+        Some(e)
+    }
+
+    /// Removes entry `i`, moving the last entry into its place.
+    fn swap_remove(&mut self, i: u32) -> Option<E> {
+        let last = self.pop()?;
+        if i as usize == self.len {
+            return Some(last);
+        }
+        Some(std::mem::replace(self.get_mut(i), last))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &E> {
+        self.chunks.iter().flatten()
+    }
+
+    fn take_all(&mut self) -> impl Iterator<Item = E> {
+        self.len = 0;
+        std::mem::take(&mut self.chunks).into_iter().flatten()
+    }
+
+    fn allocation_size(&self) -> usize {
+        self.chunks.iter().map(|c| c.capacity() * std::mem::size_of::<E>()).sum::<usize>()
+            + self.chunks.capacity() * std::mem::size_of::<Vec<E>>()
+    }
+}
+
 struct Segment<E> {
     depth: u32,
-    table: HashTable<E>,
+    /// Positions in `entries`, keyed by the entries' hashes.
+    index: HashTable<u32>,
+    entries: Dense<E>,
+}
+
+impl<E: Keyed> Segment<E> {
+    fn new(depth: u32, capacity: usize) -> Self {
+        Segment { depth, index: HashTable::with_capacity(capacity), entries: Dense::new() }
+    }
+
+    #[inline]
+    fn position(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        let entries = &self.entries;
+        self.index.find(hash, |&i| entries.get(i).key() == key).copied()
+    }
+
+    fn push(&mut self, hash: u64, entry: E, hasher: &ahash::RandomState) -> u32 {
+        let i = self.entries.push(entry);
+        let entries = &self.entries;
+        self.index.insert_unique(hash, i, |&j| hasher.hash_one(entries.get(j).key()));
+        i
+    }
+
+    /// Removes the entry at position `i` (whose hash is `hash`).
+    fn remove_at(&mut self, i: u32, hash: u64, hasher: &ahash::RandomState) -> Option<E> {
+        if let Ok(slot) = self.index.find_entry(hash, |&j| j == i) {
+            slot.remove();
+        }
+        let last = (self.entries.len - 1) as u32;
+        if i != last {
+            // The last entry moves into the hole: point its index there.
+            let moved = hasher.hash_one(self.entries.get(last).key());
+            if let Some(p) = self.index.find_mut(moved, |&j| j == last) {
+                *p = i;
+            }
+        }
+        self.entries.swap_remove(i)
+    }
 }
 
 pub struct DashTable<E> {
@@ -41,7 +151,7 @@ impl<E: Keyed> DashTable<E> {
     pub fn new() -> Self {
         DashTable {
             dir: vec![0],
-            segments: vec![Segment { depth: 0, table: HashTable::new() }],
+            segments: vec![Segment::new(0, 0)],
             global_depth: 0,
             len: 0,
             // Fixed seeds: cursors and sampling stay meaningful for the life of
@@ -79,37 +189,37 @@ impl<E: Keyed> DashTable<E> {
 
     #[inline]
     pub fn find(&self, hash: u64, key: &[u8]) -> Option<&E> {
-        let seg = self.segment_of(hash);
-        self.segments[seg].table.find(hash, |e| e.key() == key)
+        let seg = &self.segments[self.segment_of(hash)];
+        seg.position(hash, key).map(|i| seg.entries.get(i))
     }
 
     #[inline]
     pub fn find_mut(&mut self, hash: u64, key: &[u8]) -> Option<&mut E> {
-        let seg = self.segment_of(hash);
-        self.segments[seg].table.find_mut(hash, |e| e.key() == key)
+        let s = self.segment_of(hash);
+        let seg = &mut self.segments[s];
+        let i = seg.position(hash, key)?;
+        Some(seg.entries.get_mut(i))
     }
 
     /// Inserts an entry whose key is known to be absent.
     pub fn insert_unique(&mut self, hash: u64, entry: E) -> &mut E {
-        let mut seg = self.segment_of(hash);
-        if self.segments[seg].table.len() >= SEGMENT_MAX {
+        if self.segments[self.segment_of(hash)].entries.len >= SEGMENT_MAX {
             self.split(hash);
-            seg = self.segment_of(hash);
         }
+        let s = self.segment_of(hash);
         self.len += 1;
-        let hasher = &self.hasher;
-        self.segments[seg].table.insert_unique(hash, entry, |e| hasher.hash_one(e.key())).into_mut()
+        let seg = &mut self.segments[s];
+        let i = seg.push(hash, entry, &self.hasher);
+        seg.entries.get_mut(i)
     }
 
     pub fn remove(&mut self, hash: u64, key: &[u8]) -> Option<E> {
-        let seg = self.segment_of(hash);
-        match self.segments[seg].table.find_entry(hash, |e| e.key() == key) {
-            Ok(occupied) => {
-                self.len -= 1;
-                Some(occupied.remove().0)
-            }
-            Err(_) => None,
-        }
+        let s = self.segment_of(hash);
+        let seg = &mut self.segments[s];
+        let i = seg.position(hash, key)?;
+        let removed = seg.remove_at(i, hash, &self.hasher);
+        self.len -= removed.is_some() as usize;
+        removed
     }
 
     /// Splits the segment that `hash` maps to, doubling the directory first
@@ -126,16 +236,17 @@ impl<E: Keyed> DashTable<E> {
             self.global_depth += 1;
         }
         let moved_bit = 1u64 << (63 - depth);
-        let hasher = &self.hasher;
-        let old = &mut self.segments[seg];
-        old.depth = depth + 1;
-        let mut upper = HashTable::with_capacity(old.table.len() / 2 + 16);
-        for e in old.table.extract_if(|e| hasher.hash_one(e.key()) & moved_bit != 0) {
-            let h = hasher.hash_one(e.key());
-            upper.insert_unique(h, e, |e| hasher.hash_one(e.key()));
+        let half = self.segments[seg].entries.len / 2 + 16;
+        let mut lower = Segment::new(depth + 1, half);
+        let mut upper = Segment::new(depth + 1, half);
+        for e in self.segments[seg].entries.take_all() {
+            let h = self.hasher.hash_one(e.key());
+            let target = if h & moved_bit != 0 { &mut upper } else { &mut lower };
+            target.push(h, e, &self.hasher);
         }
+        self.segments[seg] = lower;
         let new_index = self.segments.len() as u32;
-        self.segments.push(Segment { depth: depth + 1, table: upper });
+        self.segments.push(upper);
         let span = 1usize << (self.global_depth - depth);
         let first = (hash >> (64 - self.global_depth)) as usize & !(span - 1);
         for slot in &mut self.dir[first + span / 2..first + span] {
@@ -166,7 +277,7 @@ impl<E: Keyed> DashTable<E> {
             let full = pos << shift;
             let seg = &self.segments[self.segment_of(full)];
             group.clear();
-            for e in seg.table.iter() {
+            for e in seg.entries.iter() {
                 let h = self.hash(e.key()) >> shift;
                 if h >= pos {
                     group.push((h, e));
@@ -196,22 +307,21 @@ impl<E: Keyed> DashTable<E> {
         }
     }
 
-    /// A pseudo-random entry, chosen by segment then by position (close to
-    /// uniform: segments are of similar size).
+    /// A pseudo-random entry: a random segment (by directory slot), then a
+    /// random position in it.
     pub fn random(&self, mut rnd: impl FnMut() -> u64) -> Option<&E> {
         if self.len == 0 {
             return None;
         }
         for _ in 0..16 {
             let seg = &self.segments[self.dir[(rnd() % self.dir.len() as u64) as usize] as usize];
-            if !seg.table.is_empty() {
-                let nth = (rnd() % seg.table.len() as u64) as usize;
-                return seg.table.iter().nth(nth);
+            if seg.entries.len > 0 {
+                return Some(seg.entries.get((rnd() % seg.entries.len as u64) as u32));
             }
         }
-        let nonempty: Vec<&Segment<E>> = self.segments.iter().filter(|s| !s.table.is_empty()).collect();
+        let nonempty: Vec<&Segment<E>> = self.segments.iter().filter(|s| s.entries.len > 0).collect();
         let seg = nonempty[(rnd() % nonempty.len() as u64) as usize];
-        seg.table.iter().nth((rnd() % seg.table.len() as u64) as usize)
+        Some(seg.entries.get((rnd() % seg.entries.len as u64) as u32))
     }
 
     /// Runs `keep` over one segment (the one covering hash position `pos`),
@@ -219,17 +329,22 @@ impl<E: Keyed> DashTable<E> {
     /// position of the next segment (`None` after the last): an incremental
     /// sweep for active expiry.
     pub fn sweep_segment(&mut self, pos: u64, mut keep: impl FnMut(&mut E) -> bool) -> (usize, Option<u64>) {
-        let seg = self.segment_of(pos);
-        let before = self.segments[seg].table.len();
-        self.segments[seg].table.retain(|e| keep(e));
-        let removed = before - self.segments[seg].table.len();
-        self.len -= removed;
+        let s = self.segment_of(pos);
+        let seg = &mut self.segments[s];
+        let rejected: Vec<u32> = (0..seg.entries.len as u32).filter(|&i| !keep(seg.entries.get_mut(i))).collect();
+        // Highest first: each removal moves the last entry, which is never
+        // one still to be removed.
+        for &i in rejected.iter().rev() {
+            let h = self.hasher.hash_one(seg.entries.get(i).key());
+            seg.remove_at(i, h, &self.hasher);
+        }
+        self.len -= rejected.len();
         let (_, hi) = self.range_of(pos);
-        (removed, if hi >= 1u128 << 64 { None } else { Some(hi as u64) })
+        (rejected.len(), if hi >= 1u128 << 64 { None } else { Some(hi as u64) })
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &E> {
-        self.segments.iter().flat_map(|s| s.table.iter())
+        self.segments.iter().flat_map(|s| s.entries.iter())
     }
 
     pub fn clear(&mut self) {
@@ -238,7 +353,8 @@ impl<E: Keyed> DashTable<E> {
 
     /// Bytes held by the table's own arrays (not by what entries point to).
     pub fn allocation_size(&self) -> usize {
-        self.segments.iter().map(|s| s.table.allocation_size()).sum::<usize>() + self.dir.capacity() * 4
+        self.segments.iter().map(|s| s.index.allocation_size() + s.entries.allocation_size()).sum::<usize>()
+            + self.dir.capacity() * 4
     }
 }
 
@@ -268,7 +384,7 @@ mod tests {
             insert(&mut t, &i.to_be_bytes());
         }
         assert_eq!(t.len(), 20_000);
-        assert!(t.segments.len() > 16);
+        assert!(t.segments.len() > 8);
         for i in 0..20_000u32 {
             let k = i.to_be_bytes();
             assert!(t.find(t.hash(&k), &k).is_some());
@@ -311,6 +427,39 @@ mod tests {
             for i in 0..3000u32 {
                 assert!(seen.contains(format!("stable{i}").as_bytes()), "missed stable{i}");
             }
+        }
+    }
+
+    #[test]
+    fn random_inserts_and_removes_agree_with_a_set() {
+        let mut t = DashTable::new();
+        let mut model = HashSet::new();
+        let mut x: u64 = 42;
+        for _ in 0..60_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x % 5000).to_be_bytes();
+            let h = t.hash(&k);
+            if x.is_multiple_of(3) {
+                assert_eq!(t.remove(h, &k).is_some(), model.remove(&k.to_vec()));
+            } else if model.insert(k.to_vec()) {
+                t.insert_unique(h, K(k.to_vec()));
+            }
+        }
+        assert_eq!(t.len(), model.len());
+        for k in &model {
+            assert!(t.find(t.hash(k), k).is_some());
+        }
+        let mut seen: Vec<Vec<u8>> = t.iter().map(|e| e.0.clone()).collect();
+        seen.sort();
+        let mut want: Vec<Vec<u8>> = model.into_iter().collect();
+        want.sort();
+        assert_eq!(seen, want);
+        let (dropped, _) = t.sweep_segment(0, |e| e.0[7] % 2 == 0);
+        assert!(dropped > 0);
+        for e in t.iter() {
+            assert!(t.find(t.hash(&e.0), &e.0).is_some(), "index still points at every entry after a sweep");
         }
     }
 

@@ -34,6 +34,8 @@ pub struct CoreReport {
     pub ops_per_sec: u64,
     pub cpu_user: f64,
     pub cpu_sys: f64,
+    /// Net bytes allocated by this core's thread.
+    pub allocated: i64,
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -69,6 +71,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         ops_per_sec: s.ops_samples.borrow().per_second(),
         cpu_user,
         cpu_sys,
+        allocated: (core.process.thread_allocated)(),
     }
 }
 
@@ -141,11 +144,14 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
     }
     if want("memory") {
         let m = (p.memory)();
+        let used = reports.iter().map(|r| r.allocated).sum::<i64>().max(0) as u64;
+        let peak = p.memory_peak.fetch_max(used, std::sync::atomic::Ordering::Relaxed).max(used);
+        let ratio = if used > 0 { m.rss as f64 / used as f64 } else { 0.0 };
         section(
             "Memory",
             format!(
-                "used_memory:{}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{}\r\nused_memory_peak_human:{}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:{}\r\n",
-                m.used, human(m.used), m.rss, human(m.rss), m.peak, human(m.peak), m.allocator
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:{}\r\n",
+                human(used), m.rss, human(m.rss), human(peak), m.peak_rss, m.allocator
             ),
         );
     }
