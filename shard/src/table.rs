@@ -442,7 +442,7 @@ mod tests {
             let k = (x % 5000).to_be_bytes();
             let h = t.hash(&k);
             if x.is_multiple_of(3) {
-                assert_eq!(t.remove(h, &k).is_some(), model.remove(&k.to_vec()));
+                assert_eq!(t.remove(h, &k).is_some(), model.remove(k.as_slice()));
             } else if model.insert(k.to_vec()) {
                 t.insert_unique(h, K(k.to_vec()));
             }
