@@ -265,10 +265,11 @@ impl<E: Keyed> DashTable<E> {
         (lo, lo as u128 + (1u128 << (64 - depth)))
     }
 
-    /// Visits entries whose `hash >> shift` is at least `pos`, in hash order,
-    /// stopping after the first hash group that brings the count to `count`.
-    /// Returns the position to resume from, or `None` when the table is done.
-    /// `shift` lets the caller keep a few cursor bits for itself.
+    /// Visits entries whose `hash >> shift` is at least `pos`, lowest hashes
+    /// first, stopping once `count` were visited (never splitting a group of
+    /// equal hashes). Returns the position to resume from, or `None` when the
+    /// table is done. `shift` lets the caller keep a few cursor bits for
+    /// itself. Cost: one pass over the segments touched, no sorting.
     pub fn scan(&self, pos: u64, shift: u32, count: usize, mut visit: impl FnMut(&E)) -> Option<u64> {
         let mut pos = pos;
         let mut visited = 0usize;
@@ -277,24 +278,28 @@ impl<E: Keyed> DashTable<E> {
             let full = pos << shift;
             let seg = &self.segments[self.segment_of(full)];
             group.clear();
-            for e in seg.entries.iter() {
-                let h = self.hash(e.key()) >> shift;
-                if h >= pos {
-                    group.push((h, e));
+            group.extend(seg.entries.iter().map(|e| (self.hash(e.key()) >> shift, e)).filter(|(h, _)| *h >= pos));
+            let need = count.saturating_sub(visited).max(1);
+            if group.len() > need {
+                // The `need` lowest hashes (and any equal to the last of them),
+                // then resume at the next hash above.
+                group.select_nth_unstable_by_key(need - 1, |(h, _)| *h);
+                let cut = group[need - 1].0;
+                let mut next = None;
+                for &(h, e) in &group {
+                    if h <= cut {
+                        visit(e);
+                        visited += 1;
+                    } else {
+                        next = Some(next.map_or(h, |n: u64| n.min(h)));
+                    }
                 }
-            }
-            group.sort_unstable_by_key(|(h, _)| *h);
-            let mut i = 0;
-            while i < group.len() {
-                let h = group[i].0;
-                while i < group.len() && group[i].0 == h {
-                    visit(group[i].1);
-                    visited += 1;
-                    i += 1;
+                if next.is_some() {
+                    return next;
                 }
-                if visited >= count && i < group.len() {
-                    return Some(group[i].0);
-                }
+            } else {
+                group.iter().for_each(|(_, e)| visit(e));
+                visited += group.len();
             }
             let (_, hi) = self.range_of(full);
             if hi >= 1u128 << 64 {
