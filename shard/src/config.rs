@@ -32,6 +32,8 @@ pub struct Config {
     pub cluster_port_base: u16,
     /// Topology file listing every host's nodes; empty: this host alone.
     pub cluster_config_file: String,
+    pub zset_max_listpack_entries: u64,
+    pub zset_max_listpack_value: u64,
 }
 
 /// How the process presents itself to Redis Cluster clients.
@@ -77,6 +79,8 @@ impl Default for Config {
             cluster_announce_ip: String::new(),
             cluster_port_base: 0,
             cluster_config_file: String::new(),
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
         }
     }
 }
@@ -190,6 +194,19 @@ pub static PARAMS: &[Param] = &[
             return Err("appendonly is not supported yet".into());
         }
     }),
+    // Sorted-set encoding thresholds; the ziplist names are Redis 7.0's aliases.
+    param!("zset-max-listpack-entries", true, |c| c.zset_max_listpack_entries.to_string(), |c, v| c
+        .zset_max_listpack_entries =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("zset-max-ziplist-entries", true, |c| c.zset_max_listpack_entries.to_string(), |c, v| c
+        .zset_max_listpack_entries =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("zset-max-listpack-value", true, |c| c.zset_max_listpack_value.to_string(), |c, v| c
+        .zset_max_listpack_value =
+        memory_in(v, 0)?),
+    param!("zset-max-ziplist-value", true, |c| c.zset_max_listpack_value.to_string(), |c, v| c
+        .zset_max_listpack_value =
+        memory_in(v, 0)?),
 ];
 
 pub fn find_param(name: &str) -> Option<&'static Param> {

@@ -78,3 +78,22 @@ int corekv_incrbyfloat(const char *current, size_t current_len, const char *incr
 int corekv_format_double(double value, char *out, size_t out_cap) {
     return snprintf(out, out_cap, "%.17g", value);
 }
+
+/* zslParseRange's strtod (ZRANGEBYSCORE and friends): the argument up to its
+ * first NUL, leading spaces allowed, overflow to +-inf accepted, only NaN and
+ * trailing characters refused. Returns 1 and sets *out on success. */
+int corekv_parse_range_double(const char *s, size_t len, double *out) {
+    char stackbuf[128];
+    char *buf = len < sizeof(stackbuf) ? stackbuf : malloc(len + 1);
+    char *eptr;
+    double value;
+    int ok;
+    if (buf == NULL) return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    value = strtod(buf, &eptr);
+    ok = eptr[0] == '\0' && !isnan(value);
+    if (buf != stackbuf) free(buf);
+    if (ok) *out = value;
+    return ok;
+}

@@ -13,6 +13,8 @@ extern "C" {
         out: *mut c_char,
         out_cap: usize,
     ) -> c_int;
+    fn corekv_format_double(value: f64, out: *mut c_char, out_cap: usize) -> c_int;
+    fn corekv_parse_range_double(s: *const c_char, len: usize, out: *mut f64) -> c_int;
 }
 
 /// Redis's `string2d`: strtod over the whole argument, no leading space, no
@@ -22,6 +24,34 @@ pub fn parse_double(s: &[u8]) -> Option<f64> {
     // SAFETY: the C side reads at most `len` bytes and writes one f64.
     let ok = unsafe { corekv_parse_double(s.as_ptr().cast(), s.len(), &mut out) };
     (ok == 1).then_some(out)
+}
+
+/// The `strtod` of Redis's score ranges (`zslParseRange`): stops at a NUL,
+/// skips leading spaces, takes overflow as infinity, refuses NaN and
+/// trailing characters; an empty string is 0.
+pub fn parse_range_double(s: &[u8]) -> Option<f64> {
+    let mut out = 0f64;
+    // SAFETY: the C side copies at most `len` bytes and writes one f64.
+    let ok = unsafe { corekv_parse_range_double(s.as_ptr().cast(), s.len(), &mut out) };
+    (ok == 1).then_some(out)
+}
+
+/// Room for any `%.17g` rendering ("-2.2250738585072014e-308" is 24).
+pub type DoubleBuf = [u8; 32];
+
+/// Redis's `addReplyDouble` digits: `%.17g` ("inf", "-inf", "-0" included).
+/// Integral values below 1e17 print as plain integers, without the C call.
+pub fn format_double(value: f64, buf: &mut DoubleBuf) -> &[u8] {
+    if value.fract() == 0.0 && value.abs() < 1e17 && (value != 0.0 || value.is_sign_positive()) {
+        let mut ints = itoa::Buffer::new();
+        let text = ints.format(value as i64).as_bytes();
+        buf[..text.len()].copy_from_slice(text);
+        return &buf[..text.len()];
+    }
+    // SAFETY: `buf` has `buf.len()` writable bytes; snprintf writes at most
+    // that many, NUL included.
+    let n = unsafe { corekv_format_double(value, buf.as_mut_ptr().cast(), buf.len()) };
+    &buf[..(n.max(0) as usize).min(buf.len() - 1)]
 }
 
 pub enum IncrFloatError {
@@ -80,5 +110,30 @@ mod tests {
         assert_eq!(parse_double(b"0x10"), Some(16.0));
         assert_eq!(parse_double(b"nan"), None);
         assert_eq!(parse_double(b"1e999"), None);
+    }
+
+    #[test]
+    fn doubles_as_redis_prints_them() {
+        let f = |v: f64| String::from_utf8(format_double(v, &mut [0; 32]).to_vec()).unwrap();
+        assert_eq!(f(0.1), "0.10000000000000001");
+        assert_eq!(f(1.0), "1");
+        assert_eq!(f(-0.0), "-0");
+        assert_eq!(f(1e17), "1e+17");
+        assert_eq!(f(123456789012345.0), "123456789012345");
+        assert_eq!(f(f64::INFINITY), "inf");
+        assert_eq!(f(f64::NEG_INFINITY), "-inf");
+        assert_eq!(f(-2.2250738585072014e-308), "-2.2250738585072014e-308");
+        assert_eq!(f(1.5e-7), "1.4999999999999999e-07");
+    }
+
+    #[test]
+    fn range_doubles_use_plain_strtod() {
+        assert_eq!(parse_range_double(b""), Some(0.0));
+        assert_eq!(parse_range_double(b" 1"), Some(1.0));
+        assert_eq!(parse_range_double(b"1e999"), Some(f64::INFINITY));
+        assert_eq!(parse_range_double(b"2\0x"), Some(2.0));
+        assert_eq!(parse_range_double(b"1 "), None);
+        assert_eq!(parse_range_double(b"nan"), None);
+        assert_eq!(parse_range_double(b"-inf"), Some(f64::NEG_INFINITY));
     }
 }

@@ -4,6 +4,7 @@
 
 use crate::args::parse_i64;
 use crate::bytes::CompactBytes;
+use crate::types::zset::ZSet;
 
 /// Longest string Redis stores as `embstr`.
 const EMBSTR_MAX: usize = 44;
@@ -17,6 +18,7 @@ pub enum Value {
     /// A string that was modified in place or is long ("raw"). Boxed so a
     /// `Value` stays 24 bytes (the niche of `CompactBytes` holds the tag).
     Raw(Box<Vec<u8>>),
+    ZSet(Box<ZSet>),
 }
 
 impl Value {
@@ -44,6 +46,7 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Int(_) | Value::Emb(_) | Value::Raw(_) => "string",
+            Value::ZSet(_) => "zset",
         }
     }
 
@@ -52,6 +55,7 @@ impl Value {
             Value::Int(_) => "int",
             Value::Emb(_) => "embstr",
             Value::Raw(_) => "raw",
+            Value::ZSet(z) => z.encoding(),
         }
     }
 
@@ -65,6 +69,7 @@ impl Value {
             Value::Int(n) => Some(scratch.format(*n).as_bytes()),
             Value::Emb(b) => Some(b.as_slice()),
             Value::Raw(v) => Some(v.as_slice()),
+            Value::ZSet(_) => None,
         }
     }
 
@@ -80,6 +85,7 @@ impl Value {
             Value::Int(_) => 0,
             Value::Emb(b) => b.heap_size(),
             Value::Raw(v) => v.capacity() + std::mem::size_of::<Vec<u8>>(),
+            Value::ZSet(z) => z.heap_size(),
         }
     }
 
@@ -89,6 +95,7 @@ impl Value {
             Value::Raw(v) => return Some(v),
             Value::Int(n) => itoa::Buffer::new().format(*n).as_bytes().to_vec(),
             Value::Emb(b) => b.as_slice().to_vec(),
+            Value::ZSet(_) => return None,
         };
         *self = Value::Raw(Box::new(bytes));
         match self {

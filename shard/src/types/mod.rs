@@ -1,0 +1,3 @@
+//! Aggregate value types and their encodings.
+
+pub mod zset;
