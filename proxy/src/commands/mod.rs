@@ -6,6 +6,7 @@ mod connection;
 mod introspection;
 mod keyspace;
 mod server;
+mod zsets;
 
 use crate::cluster::commands as cluster;
 use crate::conn::Connection;
@@ -40,6 +41,9 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "zunionstore" | "zinterstore" | "zdiffstore" | "zmpop" => {
+            return zsets::route(conn, spec, args)
+        }
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
             Some(shard) if shard == conn.core.index => conn.run_local(spec, args),
@@ -71,6 +75,11 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "msetnx" => keyspace::msetnx(conn, args).await,
         "rename" | "renamenx" => keyspace::rename(conn, args, spec.name == "renamenx").await,
         "copy" => keyspace::copy(conn, args).await,
+        "zunion" | "zinter" | "zdiff" | "zintercard" | "zunionstore" | "zinterstore" | "zdiffstore" => {
+            zsets::setop(conn, spec, args).await
+        }
+        "zrangestore" => zsets::rangestore(conn, args).await,
+        "zmpop" => zsets::mpop(conn, args).await,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
 }

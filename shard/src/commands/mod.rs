@@ -6,6 +6,7 @@
 pub mod keys;
 pub mod server;
 pub mod string;
+pub mod zset;
 
 use crate::args::Args;
 use crate::reply::Reply;
@@ -146,7 +147,7 @@ pub(crate) mod prelude {
 
 /// Every command corekv serves, one table per family (each family file
 /// declares its own; subcommand tables live with their families).
-pub static FAMILIES: &[&[CommandSpec]] = &[server::COMMANDS, keys::COMMANDS, string::COMMANDS];
+pub static FAMILIES: &[&[CommandSpec]] = &[server::COMMANDS, keys::COMMANDS, string::COMMANDS, zset::COMMANDS];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {

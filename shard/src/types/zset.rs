@@ -7,8 +7,8 @@
 //! ZUNIONSTORE and friends get the encoding their contents call for.
 
 mod index;
-mod pack;
-mod tree;
+pub mod pack;
+pub mod tree;
 
 pub use pack::cmp_key;
 use pack::Pack;
@@ -34,6 +34,12 @@ impl Limits {
 pub enum ZSet {
     Pack(Pack),
     Tree(Box<Tree>),
+}
+
+impl Default for ZSet {
+    fn default() -> Self {
+        ZSet::Pack(Pack::new())
+    }
 }
 
 /// A listpack stores integral scores as integers: -0 reads back as 0.
@@ -160,7 +166,7 @@ impl ZSet {
 
     /// Shows elements from rank `start` upwards (or downwards to rank 0 when
     /// `rev`) to `f` until it returns false.
-    pub fn walk(&self, start: usize, rev: bool, f: &mut dyn FnMut(f64, &[u8]) -> bool) {
+    pub fn walk<'a>(&'a self, start: usize, rev: bool, f: &mut dyn FnMut(f64, &'a [u8]) -> bool) {
         match self {
             ZSet::Pack(p) => {
                 p.walk(start, rev, f);
@@ -170,7 +176,7 @@ impl ZSet {
     }
 
     /// Every element in order.
-    pub fn for_each(&self, mut f: impl FnMut(f64, &[u8])) {
+    pub fn for_each<'a>(&'a self, mut f: impl FnMut(f64, &'a [u8])) {
         self.walk(0, false, &mut |s, m| {
             f(s, m);
             true

@@ -294,7 +294,7 @@ impl Pack {
 
     /// Shows entries from index `start` on (or from `start` down to 0 when
     /// `rev`) to `f` until it returns false; false when it did.
-    pub fn walk(&self, start: usize, rev: bool, f: &mut dyn FnMut(f64, &[u8]) -> bool) -> bool {
+    pub fn walk<'a>(&'a self, start: usize, rev: bool, f: &mut dyn FnMut(f64, &'a [u8]) -> bool) -> bool {
         if !rev {
             return self.iter_from(start).all(|(s, m)| f(s, m));
         }

@@ -195,7 +195,7 @@ impl Node {
 
     /// Shows elements from rank `start` on (or down to rank 0 when `rev`) to
     /// `f` until it returns false; false when it did.
-    fn walk(&self, start: usize, rev: bool, f: &mut dyn FnMut(f64, &[u8]) -> bool) -> bool {
+    fn walk<'a>(&'a self, start: usize, rev: bool, f: &mut dyn FnMut(f64, &'a [u8]) -> bool) -> bool {
         match self {
             Node::Leaf(pack) => pack.walk(start, rev, f),
             Node::Inner(kids) => {
@@ -466,7 +466,7 @@ impl Tree {
         }
     }
 
-    pub fn walk(&self, start: usize, rev: bool, f: &mut dyn FnMut(f64, &[u8]) -> bool) {
+    pub fn walk<'a>(&'a self, start: usize, rev: bool, f: &mut dyn FnMut(f64, &'a [u8]) -> bool) {
         if start < self.len {
             self.root.walk(start, rev, f);
         }

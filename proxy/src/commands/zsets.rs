@@ -1,0 +1,272 @@
+//! Sorted-set commands whose keys live on different shards: ZUNION ZINTER
+//! ZDIFF, their STORE forms, ZINTERCARD, ZMPOP and ZRANGESTORE. Commands
+//! taking `numkeys` are routed here (the table cannot list their keys): when
+//! every key is on one shard they run there as usual; otherwise the sets are
+//! copied from their owners over the mesh, combined here with the shard's
+//! own code, and a STORE result is saved on the destination's owner. As with
+//! cross-shard RENAME, the phases are not one atomic step across cores.
+
+use super::{reply, Deferred};
+use crate::cluster::Owner;
+use crate::conn::Connection;
+use crate::mesh::call;
+use crate::slot::key_slot;
+use shard::args::parse_i64;
+use shard::commands::zset::pop::{parse_mpop, try_pop, Shape};
+use shard::commands::zset::range::{parse_range, range_set};
+use shard::commands::zset::setop::{compute, inter_card, parse_numkeys, parse_opts, reply_result, result_set, Op};
+use shard::commands::zset::{store, zset_read, WrongType};
+use shard::reply::errors::WRONGTYPE;
+use shard::types::zset::{Limits, ZSet};
+use shard::{Args, CommandSpec, Reply};
+
+const LOST: &str = "ERR shard unavailable (server shutting down)";
+
+/// Where `numkeys` is, and whether a destination key precedes it.
+fn numkeys_at(name: &str) -> (usize, bool) {
+    match name {
+        "zunionstore" | "zinterstore" | "zdiffstore" => (2, true),
+        _ => (1, false),
+    }
+}
+
+/// Every key of a `numkeys` command; `None` when the count is malformed
+/// (the shard's handler then answers with Redis's error).
+fn keys_of<'a>(name: &str, args: &Args<'a>) -> Option<Vec<&'a [u8]>> {
+    let (at, dst) = numkeys_at(name);
+    let n = parse_i64(args.get(at)).filter(|&n| n >= 1 && n as u64 <= (args.len() - at - 1) as u64)? as usize;
+    let mut keys = Vec::with_capacity(n + dst as usize);
+    if dst {
+        keys.push(args.get(1));
+    }
+    keys.extend(args.iter().skip(at + 1).take(n));
+    Some(keys)
+}
+
+/// Redis Cluster's checks for keys the table cannot list: one slot, served
+/// by this connection's node. True when answered with CROSSSLOT or MOVED.
+fn redirected(conn: &mut Connection, keys: &[&[u8]]) -> bool {
+    let view = conn.core.cluster();
+    if !view.enabled() {
+        return false;
+    }
+    let mut slots = keys.iter().map(|k| key_slot(k));
+    let Some(slot) = slots.next() else {
+        return false;
+    };
+    if slots.any(|s| s != slot) {
+        conn.error("CROSSSLOT Keys in request don't hash to the same slot");
+        return true;
+    }
+    let moved = match view.owner(slot) {
+        Owner::Remote { node } => Some(node),
+        Owner::Local { node, .. } if conn.state.port_node.is_some_and(|p| p != node) => Some(node),
+        Owner::Local { .. } => None,
+    };
+    match moved {
+        Some(node) => {
+            conn.error(&format!("MOVED {slot} {}", view.node(node).addr()));
+            true
+        }
+        None => false,
+    }
+}
+
+/// Routes a `numkeys` command: on the one shard owning all its keys, else
+/// deferred to the cross-shard forms below.
+pub fn route(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
+    let Some(keys) = keys_of(spec.name, &args) else {
+        conn.run_local(spec, args);
+        return None;
+    };
+    if redirected(conn, &keys) {
+        return None;
+    }
+    let mut shards = keys.iter().map(|k| conn.core.shard_of(k));
+    let first = shards.next().unwrap_or(conn.core.index);
+    if !shards.all(|s| s == first) {
+        return Some(Deferred(spec));
+    }
+    if first == conn.core.index {
+        conn.run_local(spec, args);
+    } else {
+        let (db, resp3) = (conn.state.db, conn.state.resp3);
+        conn.pipeline.remote(first, spec, db, resp3, args.iter());
+    }
+    None
+}
+
+fn limits(conn: &Connection) -> Limits {
+    Limits::of(&conn.core.config())
+}
+
+/// Why gathering failed.
+enum Failed {
+    WrongType,
+    Lost,
+}
+
+fn fail(conn: &mut Connection, f: Failed) {
+    conn.error(match f {
+        Failed::WrongType => WRONGTYPE,
+        Failed::Lost => LOST,
+    })
+}
+
+/// What one shard found at one key.
+enum Found {
+    Missing,
+    WrongType,
+    Set(Box<ZSet>),
+}
+
+/// Copies of the sorted sets at `keys` (`None`: missing), in key order;
+/// one mesh call per owning shard.
+async fn gather(conn: &Connection, keys: &[&[u8]]) -> Result<Vec<Option<Box<ZSet>>>, Failed> {
+    let db = conn.state.db;
+    let mut groups: Vec<(usize, Vec<(usize, Vec<u8>)>)> = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let shard = conn.core.shard_of(k);
+        let item = (i, k.to_vec());
+        match groups.iter_mut().find(|g| g.0 == shard) {
+            Some(g) => g.1.push(item),
+            None => groups.push((shard, vec![item])),
+        }
+    }
+    let mut out: Vec<Option<Box<ZSet>>> = (0..keys.len()).map(|_| None).collect();
+    let mut wrong = false;
+    for (shard, keys) in groups {
+        let found = call(&conn.core, shard, move |core| {
+            let mut s = core.shard.borrow_mut();
+            let now = shard::unix_ms();
+            s.stats.commands += 1;
+            let mut found = Vec::with_capacity(keys.len());
+            for (i, k) in keys {
+                let f = match zset_read(&mut s, db, &k, now) {
+                    Ok(None) => Found::Missing,
+                    Ok(Some(z)) => Found::Set(Box::new(z.clone())),
+                    Err(WrongType) => Found::WrongType,
+                };
+                found.push((i, f));
+            }
+            found
+        })
+        .await
+        .ok_or(Failed::Lost)?;
+        for (i, f) in found {
+            match f {
+                Found::Set(z) => out[i] = Some(z),
+                Found::WrongType => wrong = true,
+                Found::Missing => {}
+            }
+        }
+    }
+    if wrong {
+        return Err(Failed::WrongType);
+    }
+    Ok(out)
+}
+
+/// Saves `z` at `key` on its owner (deleting the key when `z` is empty) and
+/// replies with its length.
+async fn store_on_owner(conn: &mut Connection, key: Vec<u8>, z: ZSet) {
+    let (db, owner, n) = (conn.state.db, conn.core.shard_of(&key), z.len());
+    let done = call(&conn.core, owner, move |core| {
+        let mut s = core.shard.borrow_mut();
+        s.stats.commands += 1;
+        let mut sink = Vec::new();
+        store(&mut s.dbs[db], &key, z, shard::unix_ms(), &mut Reply::new(&mut sink, false));
+    })
+    .await;
+    match done {
+        Some(()) => reply(conn, |r| r.int(n as i64)),
+        None => conn.error(LOST),
+    }
+}
+
+/// ZUNION ZINTER ZDIFF, their STORE forms and ZINTERCARD over shards.
+pub async fn setop(conn: &mut Connection, spec: &CommandSpec, args: Args<'_>) {
+    let (op, card) = match spec.name {
+        "zunion" | "zunionstore" => (Op::Union, false),
+        "zdiff" | "zdiffstore" => (Op::Diff, false),
+        "zintercard" => (Op::Inter, true),
+        _ => (Op::Inter, false),
+    };
+    let (at, store) = numkeys_at(spec.name);
+    let numkeys = match parse_numkeys(&args, at, spec.name) {
+        Ok(n) => n,
+        Err(e) => return conn.error(&e),
+    };
+    let keys: Vec<&[u8]> = args.iter().skip(at + 1).take(numkeys).collect();
+    let sets = match gather(conn, &keys).await {
+        Ok(sets) => sets,
+        Err(f) => return fail(conn, f),
+    };
+    let o = match parse_opts(&args, at, numkeys, op, store, card) {
+        Ok(o) => o,
+        Err(e) => return conn.error(e),
+    };
+    let refs: Vec<Option<&ZSet>> = sets.iter().map(|z| z.as_deref()).collect();
+    if card {
+        let n = inter_card(&refs, o.limit);
+        return reply(conn, |r| r.int(n as i64));
+    }
+    let result = compute(op, &refs, &o);
+    if !store {
+        return reply(conn, |r| reply_result(r, &result, o.withscores));
+    }
+    let z = result_set(&result, limits(conn));
+    store_on_owner(conn, args.get(1).to_vec(), z).await;
+}
+
+/// ZRANGESTORE with source and destination on different shards.
+pub async fn rangestore(conn: &mut Connection, args: Args<'_>) {
+    let a = match parse_range(&args, 2, true, None, None) {
+        Ok(a) => a,
+        Err(e) => return conn.error(e),
+    };
+    let (db, src, limits) = (conn.state.db, args.get(2).to_vec(), limits(conn));
+    let owner = conn.core.shard_of(&src);
+    let found = call(&conn.core, owner, move |core| {
+        let mut s = core.shard.borrow_mut();
+        s.stats.commands += 1;
+        match zset_read(&mut s, db, &src, shard::unix_ms()) {
+            Err(WrongType) => Err(()),
+            Ok(None) => Ok(ZSet::default()),
+            Ok(Some(z)) => Ok(range_set(z, &a, limits)),
+        }
+    })
+    .await;
+    match found {
+        None => conn.error(LOST),
+        Some(Err(())) => conn.error(WRONGTYPE),
+        Some(Ok(z)) => store_on_owner(conn, args.get(1).to_vec(), z).await,
+    }
+}
+
+/// ZMPOP over shards: the keys are tried in order, each on its owner.
+pub async fn mpop(conn: &mut Connection, args: Args<'_>) {
+    let p = match parse_mpop(&args, 1) {
+        Ok(p) => p,
+        Err(e) => return conn.error(e),
+    };
+    let (db, resp3) = (conn.state.db, conn.state.resp3);
+    for key in args.iter().skip(p.first).take(p.numkeys) {
+        let (key, p) = (key.to_vec(), p.clone());
+        let popped = call(&conn.core, conn.core.shard_of(&key), move |core| {
+            let mut s = core.shard.borrow_mut();
+            s.stats.commands += 1;
+            let mut out = Vec::new();
+            let done =
+                try_pop(&mut s.dbs[db], &key, shard::unix_ms(), p.max, p.count, Shape::KeyNested, &mut Reply::new(&mut out, resp3));
+            done.then_some(out)
+        })
+        .await;
+        match popped {
+            None => return conn.error(LOST),
+            Some(Some(bytes)) => return conn.pipeline.local(|out| out.extend_from_slice(&bytes)),
+            Some(None) => {}
+        }
+    }
+    reply(conn, |r| r.null_array());
+}
