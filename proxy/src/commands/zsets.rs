@@ -257,8 +257,15 @@ pub async fn mpop(conn: &mut Connection, args: Args<'_>) {
             let mut s = core.shard.borrow_mut();
             s.stats.commands += 1;
             let mut out = Vec::new();
-            let done =
-                try_pop(&mut s.dbs[db], &key, shard::unix_ms(), p.max, p.count, Shape::KeyNested, &mut Reply::new(&mut out, resp3));
+            let done = try_pop(
+                &mut s.dbs[db],
+                &key,
+                shard::unix_ms(),
+                p.max,
+                p.count,
+                Shape::KeyNested,
+                &mut Reply::new(&mut out, resp3),
+            );
             done.then_some(out)
         })
         .await;

@@ -194,9 +194,9 @@ pub fn zrandmember(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let count = match parse_i64(args.get(2)) {
         None => return ctx.reply.error(NOT_INTEGER),
         Some(i64::MIN) => {
-            return ctx.reply.error(
-                "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-            )
+            return ctx
+                .reply
+                .error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807")
         }
         Some(n) => n,
     };

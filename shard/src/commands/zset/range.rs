@@ -261,13 +261,7 @@ fn walk_selection<'a>(z: &'a ZSet, sel: Selection, mut f: impl FnMut(f64, &'a [u
 pub fn reply_range(z: &ZSet, a: &RangeArgs, r: &mut Reply) {
     let sel = select(z, a);
     reply_elements(r, sel.count, a.withscores);
-    walk_selection(z, sel, |score, member| {
-        if a.withscores {
-            reply_pair(r, member, score)
-        } else {
-            r.bulk(member)
-        }
-    });
+    walk_selection(z, sel, |score, member| if a.withscores { reply_pair(r, member, score) } else { r.bulk(member) });
 }
 
 /// The selected elements as a new set (ZRANGESTORE), encoded by size.

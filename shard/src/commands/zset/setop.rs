@@ -53,7 +53,14 @@ pub fn parse_numkeys(args: &Args, at: usize, name: &str) -> Result<usize, String
 
 /// The options following the keys (read after the keys, so WRONGTYPE comes
 /// first). `store`: a STORE form; `card`: ZINTERCARD.
-pub fn parse_opts(args: &Args, at: usize, numkeys: usize, op: Op, store: bool, card: bool) -> Result<SetOpts, &'static str> {
+pub fn parse_opts(
+    args: &Args,
+    at: usize,
+    numkeys: usize,
+    op: Op,
+    store: bool,
+    card: bool,
+) -> Result<SetOpts, &'static str> {
     let mut o = SetOpts { weights: vec![1.0; numkeys], aggregate: Aggregate::Sum, withscores: false, limit: 0 };
     let mut j = at + 1 + numkeys;
     let scored = op != Op::Diff && !card;
@@ -320,9 +327,11 @@ pub fn zintercard(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     let keys: Vec<&[u8]> = args.iter().skip(2).take(numkeys).collect();
     let r = &mut ctx.reply;
-    let done = with_sets(&mut s.dbs[ctx.db], &keys, ctx.now, |srcs| match parse_opts(&args, 1, numkeys, Op::Inter, false, true) {
-        Ok(o) => r.int(inter_card(srcs, o.limit) as i64),
-        Err(e) => r.error(e),
+    let done = with_sets(&mut s.dbs[ctx.db], &keys, ctx.now, |srcs| {
+        match parse_opts(&args, 1, numkeys, Op::Inter, false, true) {
+            Ok(o) => r.int(inter_card(srcs, o.limit) as i64),
+            Err(e) => r.error(e),
+        }
     });
     if done.is_err() {
         r.error(WRONGTYPE);

@@ -561,3 +561,67 @@ fn leaf_kid(pack: Pack) -> Kid {
     let bound = pack.first().map_or_else(Bound::lowest, |(s, m)| Bound::new(s, m));
     Kid { count: pack.len(), node: Box::new(Node::Leaf(pack)), bound }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deep trees under random inserts, rescores and removals (single and by
+    /// rank ranges) stay consistent with a sorted model.
+    #[test]
+    fn deep_tree_agrees_with_a_sorted_model() {
+        let mut tree = Tree::default();
+        let mut model: std::collections::BTreeMap<Vec<u8>, f64> = Default::default();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..60_000 {
+            let r = next();
+            let member = format!("m{}", (r >> 20) % 30_000).into_bytes();
+            let score = ((r >> 40) % 500) as f64 / 4.0;
+            match (r % 10, model.get(&member).copied()) {
+                (0..=5, None) => {
+                    tree.insert(score, &member);
+                    model.insert(member, score);
+                }
+                (0..=5, Some(old)) | (6, Some(old)) => {
+                    tree.rescore(&member, old, score);
+                    model.insert(member, score);
+                }
+                (7..=8, Some(_)) => {
+                    assert_eq!(tree.remove(&member), model.remove(&member));
+                }
+                (9, _) if round % 50 == 0 && !model.is_empty() => {
+                    let lo = (next() as usize) % model.len();
+                    let hi = (lo + (next() as usize) % 300).min(model.len());
+                    let mut sorted: Vec<(f64, Vec<u8>)> = model.iter().map(|(m, s)| (*s, m.clone())).collect();
+                    sorted.sort_by(|a, b| cmp_key(a.0, &a.1, b.0, &b.1));
+                    for (_, m) in &sorted[lo..hi] {
+                        model.remove(m);
+                    }
+                    assert_eq!(tree.remove_ranks(lo, hi), hi - lo);
+                }
+                _ => assert_eq!(tree.score(&member), model.get(&member).copied()),
+            }
+            if round % 5000 == 0 {
+                tree.check().unwrap();
+            }
+        }
+        tree.check().unwrap();
+        assert!(matches!(&tree.root, Node::Inner(kids) if kids.iter().any(|k| matches!(*k.node, Node::Inner(_)))));
+        let mut sorted: Vec<(f64, Vec<u8>)> = model.iter().map(|(m, s)| (*s, m.clone())).collect();
+        sorted.sort_by(|a, b| cmp_key(a.0, &a.1, b.0, &b.1));
+        for (rank, (s, m)) in sorted.iter().enumerate().step_by(97) {
+            assert_eq!(tree.rank(m), Some((rank, *s)));
+            assert_eq!(tree.nth(rank), Some((*s, &m[..])));
+        }
+        let all = tree.len();
+        assert_eq!(tree.remove_ranks(0, all), all);
+        tree.check().unwrap();
+        assert!(tree.is_empty());
+    }
+}
