@@ -808,6 +808,10 @@ const SETTINGS: &[(&str, &str)] = &[
     ("logfile", "\"\""),
     ("save", "\"\""),
     ("appendonly", "no"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("zset-max-ziplist-entries", ""),
+    ("zset-max-ziplist-value", ""),
 ];
 
 /// The server's own list of settings (what `--check-config` prints) is the

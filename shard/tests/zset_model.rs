@@ -241,11 +241,9 @@ impl Model {
                     cmd.push(score_arg(score));
                     cmd.push(mem.clone());
                     match s.map.get(&mem).copied() {
-                        Some(cur) if !nx && !(gt && score <= cur) => {
-                            if score != cur {
-                                s.map.insert(mem, score);
-                                updated += 1;
-                            }
+                        Some(cur) if !(nx || gt && score <= cur) && score != cur => {
+                            s.map.insert(mem, score);
+                            updated += 1;
                         }
                         None if !xx => {
                             s.insert(&mem, score, entries, value);
@@ -294,10 +292,9 @@ impl Model {
                 if new.is_nan() {
                     return (cmd, Out(b"-ERR resulting score is not a number (NaN)\r\n".to_vec()));
                 }
-                if s.map.contains_key(&mem) {
-                    s.map.insert(mem, new);
-                } else {
-                    s.insert(&mem, new, entries, value);
+                match s.map.get_mut(&mem) {
+                    Some(cur) => *cur = new,
+                    None => s.insert(&mem, new, entries, value),
                 }
                 self.put(key(*k), s);
                 (cmd, Out::new().score(new))
@@ -574,9 +571,11 @@ proptest! {
         entries in prop_oneof![Just(0usize), Just(3), Just(16), Just(128)],
         value in prop_oneof![Just(8usize), Just(64)],
     ) {
-        let mut config = Config::default();
-        config.zset_max_listpack_entries = entries as u64;
-        config.zset_max_listpack_value = value as u64;
+        let config = Config {
+            zset_max_listpack_entries: entries as u64,
+            zset_max_listpack_value: value as u64,
+            ..Config::default()
+        };
         let mut shard = Shard::new(0, 1, config);
         let mut model = Model { sets: HashMap::new(), entries, value };
         for op in &ops {

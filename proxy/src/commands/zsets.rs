@@ -120,11 +120,14 @@ enum Found {
     Set(Box<ZSet>),
 }
 
+/// Keys bound for one shard, with their positions in the request.
+type ShardKeys = (usize, Vec<(usize, Vec<u8>)>);
+
 /// Copies of the sorted sets at `keys` (`None`: missing), in key order;
 /// one mesh call per owning shard.
 async fn gather(conn: &Connection, keys: &[&[u8]]) -> Result<Vec<Option<Box<ZSet>>>, Failed> {
     let db = conn.state.db;
-    let mut groups: Vec<(usize, Vec<(usize, Vec<u8>)>)> = Vec::new();
+    let mut groups: Vec<ShardKeys> = Vec::new();
     for (i, k) in keys.iter().enumerate() {
         let shard = conn.core.shard_of(k);
         let item = (i, k.to_vec());

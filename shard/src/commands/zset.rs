@@ -174,13 +174,13 @@ fn add_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, incr: bool) {
         i += 1;
     }
     let elements = args.len() - i;
-    if elements == 0 || elements % 2 != 0 {
+    if elements == 0 || !elements.is_multiple_of(2) {
         return ctx.reply.error(SYNTAX);
     }
     if f.nx && f.xx {
         return ctx.reply.error("ERR XX and NX options at the same time are not compatible");
     }
-    if (f.gt && f.nx) || (f.lt && f.nx) || (f.gt && f.lt) {
+    if ((f.gt || f.lt) && f.nx) || (f.gt && f.lt) {
         return ctx.reply.error("ERR GT, LT, and/or NX options at the same time are not compatible");
     }
     if f.incr && elements > 2 {

@@ -118,12 +118,67 @@ impl LexRange {
         }
     }
 
-    /// The ranks `lo..hi` of the elements in range (meaningful when all
-    /// scores are equal, as Redis documents).
+    /// The ranks `lo..hi` of the elements in range. Redis defines member
+    /// ranges for sets whose scores are all equal; for others it still
+    /// answers deterministically from a listpack, which is mimicked.
     pub fn ranks(&self, z: &ZSet) -> (usize, usize) {
+        if let ZSet::Pack(_) = z {
+            let Some(lo) = self.pack_start(z, false) else {
+                return (0, 0);
+            };
+            return (lo, lo + self.pack_run(z, lo, false, usize::MAX));
+        }
         let lo = z.count_before(&|_, m| !self.gte_min(m));
         let hi = z.count_before(&|_, m| self.lte_max(m));
         (lo, hi.max(lo))
+    }
+
+    /// Redis's `sdscmplex` test for a range that is always empty.
+    fn always_empty(&self) -> bool {
+        use std::cmp::Ordering::*;
+        let (cmp, ex) = match (&self.min, &self.max) {
+            (LexBound::Min, LexBound::Min) | (LexBound::Max, LexBound::Max) => (Equal, true),
+            (LexBound::Min, _) | (_, LexBound::Max) => (Less, false),
+            (LexBound::Max, _) | (_, LexBound::Min) => (Greater, false),
+            (LexBound::In(a) | LexBound::Ex(a), LexBound::In(b) | LexBound::Ex(b)) => {
+                (a.cmp(b), matches!(self.min, LexBound::Ex(_)) || matches!(self.max, LexBound::Ex(_)))
+            }
+        };
+        cmp == Greater || (cmp == Equal && ex)
+    }
+
+    /// Redis's zzlFirstInLexRange (or, `rev`, zzlLastInLexRange): the rank
+    /// a listpack scan starts from.
+    fn pack_start(&self, z: &ZSet, rev: bool) -> Option<usize> {
+        let len = z.len();
+        if self.always_empty() || !self.gte_min(z.nth(len.checked_sub(1)?)?.1) || !self.lte_max(z.nth(0)?.1) {
+            return None;
+        }
+        let (mut rank, mut found) = (0, None);
+        let start = if rev { len - 1 } else { 0 };
+        z.walk(start, rev, &mut |_, m| {
+            let (reached, inside) =
+                if rev { (self.lte_max(m), self.gte_min(m)) } else { (self.gte_min(m), self.lte_max(m)) };
+            if reached {
+                found = inside.then_some(rank);
+                return false;
+            }
+            rank += 1;
+            true
+        });
+        found.map(|r| if rev { len - 1 - r } else { r })
+    }
+
+    /// How many elements from rank `start` on (downwards when `rev`) stay
+    /// in range, at most `limit`.
+    fn pack_run(&self, z: &ZSet, start: usize, rev: bool, limit: usize) -> usize {
+        let mut n = 0;
+        z.walk(start, rev, &mut |_, m| {
+            let inside = if rev { self.gte_min(m) } else { self.lte_max(m) };
+            n += (inside && n < limit) as usize;
+            inside && n < limit
+        });
+        n
     }
 }
 
@@ -230,6 +285,7 @@ fn select(z: &ZSet, a: &RangeArgs) -> Selection {
             return Selection { start, count: hi - lo + 1, rev: a.rev };
         }
         By::Score(range) => range.ranks(z),
+        By::Lex(range) if matches!(z, ZSet::Pack(_)) => return pack_lex_select(z, range, a),
         By::Lex(range) => range.ranks(z),
     };
     if a.offset < 0 || (a.offset > 0 && a.offset as u64 >= len as u64) {
@@ -243,6 +299,27 @@ fn select(z: &ZSet, a: &RangeArgs) -> Selection {
     }
     let start = if a.rev { hi - 1 - offset } else { lo + offset };
     Selection { start, count, rev: a.rev }
+}
+
+/// A member range on a listpack, stepped through as Redis does: from the
+/// first (last, for REV) element in range, skip `offset`, then take
+/// elements while they stay in range.
+fn pack_lex_select(z: &ZSet, range: &LexRange, a: &RangeArgs) -> Selection {
+    let empty = Selection { start: 0, count: 0, rev: false };
+    let len = z.len();
+    if a.offset < 0 || (a.offset > 0 && a.offset as u64 >= len as u64) {
+        return empty;
+    }
+    let Some(first) = range.pack_start(z, a.rev) else {
+        return empty;
+    };
+    let offset = a.offset as usize;
+    let start = if a.rev { first.checked_sub(offset) } else { Some(first + offset).filter(|&s| s < len) };
+    let Some(start) = start else {
+        return empty;
+    };
+    let limit = if a.limit < 0 { usize::MAX } else { a.limit as usize };
+    Selection { start, count: range.pack_run(z, start, a.rev, limit), rev: a.rev }
 }
 
 fn walk_selection<'a>(z: &'a ZSet, sel: Selection, mut f: impl FnMut(f64, &'a [u8])) {
