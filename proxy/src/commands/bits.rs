@@ -1,0 +1,72 @@
+//! Bitmap commands whose keys live on several shards. BITOP reads its
+//! operands on their owners, computes here and stores the result on the
+//! destination's owner. Single-shard forms run on the owner.
+
+use super::reply;
+use crate::conn::Connection;
+use crate::mesh::call;
+use shard::commands::bitmap::{bitop_fold, read_operand, store_bitop, BitOp, BITOP_NOT_KEYS};
+use shard::reply::errors::SYNTAX;
+use shard::Args;
+
+const UNAVAILABLE: &str = "ERR shard unavailable (server shutting down)";
+
+/// Keys (with their argument positions) from argument `first` on, grouped
+/// by owning shard.
+type ShardKeys = (usize, Vec<(usize, Vec<u8>)>);
+
+fn keys_by_shard(conn: &Connection, args: &Args, first: usize) -> Vec<ShardKeys> {
+    let mut groups: Vec<ShardKeys> = Vec::new();
+    for (pos, key) in args.iter().enumerate().skip(first) {
+        let shard = conn.core.shard_of(key);
+        let entry = (pos, key.to_vec());
+        match groups.iter_mut().find(|(s, _)| *s == shard) {
+            Some(g) => g.1.push(entry),
+            None => groups.push((shard, vec![entry])),
+        }
+    }
+    groups
+}
+
+pub async fn bitop(conn: &mut Connection, args: Args<'_>) {
+    let Some(op) = BitOp::parse(args.get(1)) else {
+        return conn.error(SYNTAX);
+    };
+    if op == BitOp::Not && args.len() != 4 {
+        return conn.error(BITOP_NOT_KEYS);
+    }
+    let (db, now) = (conn.state.db, conn.now);
+    let mut sources: Vec<Option<Vec<u8>>> = vec![None; args.len()];
+    for (shard, keys) in keys_by_shard(conn, &args, 3) {
+        let read = call(&conn.core, shard, move |core| {
+            let mut s = core.shard.borrow_mut();
+            keys.into_iter()
+                .map(|(pos, key)| read_operand(&mut s.dbs[db], &key, now).map(|v| (pos, v)))
+                .collect::<Result<Vec<_>, &'static str>>()
+        })
+        .await;
+        match read {
+            None => return conn.error(UNAVAILABLE),
+            Some(Err(e)) => return conn.error(e),
+            Some(Ok(found)) => {
+                for (pos, v) in found {
+                    if let Some(slot) = sources.get_mut(pos) {
+                        *slot = v;
+                    }
+                }
+            }
+        }
+    }
+    let mut acc = Vec::new();
+    for (i, src) in sources.iter().skip(3).enumerate() {
+        bitop_fold(op, &mut acc, src.as_deref().unwrap_or_default(), i);
+    }
+    let dest = args.get(2).to_vec();
+    let owner = conn.core.shard_of(&dest);
+    let stored =
+        call(&conn.core, owner, move |core| store_bitop(&mut core.shard.borrow_mut().dbs[db], &dest, acc, now));
+    match stored.await {
+        Some(len) => reply(conn, |r| r.int(len)),
+        None => conn.error(UNAVAILABLE),
+    }
+}
