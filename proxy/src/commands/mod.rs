@@ -73,6 +73,8 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "rename" | "renamenx" => keyspace::rename(conn, args, spec.name == "renamenx").await,
         "copy" => keyspace::copy(conn, args).await,
         "bitop" => bits::bitop(conn, args).await,
+        "pfcount" => bits::pfcount(conn, args).await,
+        "pfmerge" => bits::pfmerge(conn, args).await,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
 }
