@@ -216,18 +216,43 @@ fn val_op(value: u8, len: usize) -> u8 {
     0x80 | (value - 1) << 2 | (len as u8 - 1)
 }
 
-fn push_xzero(v: &mut Vec<u8>, len: usize) {
+fn push_xzero(v: &mut impl Extend<u8>, len: usize) {
     let l = len - 1;
-    v.push((l >> 8) as u8 | 0x40);
-    v.push(l as u8);
+    v.extend([(l >> 8) as u8 | 0x40, l as u8]);
 }
 
 /// A run of `len` zero registers: ZERO up to 64, XZERO beyond.
-fn push_zeros(v: &mut Vec<u8>, len: usize) {
+fn push_zeros(v: &mut impl Extend<u8>, len: usize) {
     if len > ZERO_MAX_LEN {
         push_xzero(v, len)
     } else {
-        v.push(len as u8 - 1)
+        v.extend([len as u8 - 1])
+    }
+}
+
+/// The at most five opcodes replacing a split one, kept off the heap.
+#[derive(Default)]
+struct Seq {
+    buf: [u8; 5],
+    len: usize,
+}
+
+impl Seq {
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.buf.get(..self.len).unwrap_or_default()
+    }
+}
+
+impl Extend<u8> for Seq {
+    fn extend<I: IntoIterator<Item = u8>>(&mut self, iter: I) {
+        iter.into_iter().for_each(|b| self.push(b));
     }
 }
 
@@ -329,7 +354,7 @@ fn sparse_set(v: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Res
     }
     // General case: split the run into up to three opcodes.
     let last = first + span - 1;
-    let mut seq: Vec<u8> = Vec::with_capacity(5);
+    let mut seq = Seq::default();
     if is_val(b) {
         let cur = val_value(b);
         if index != first {
@@ -350,11 +375,11 @@ fn sparse_set(v: &mut Vec<u8>, index: usize, count: u8, max_bytes: usize) -> Res
     }
     // Step 3: replace the old opcode with the sequence.
     let oldlen = if is_xzero(b) { 2 } else { 1 };
-    let new_len = end + seq.len() - oldlen;
+    let new_len = end + seq.len - oldlen;
     if new_len > end && new_len > max_bytes {
         return promote(v, index, count);
     }
-    v.splice(p..(p + oldlen).min(end), seq);
+    v.splice(p..(p + oldlen).min(end), seq.bytes().iter().copied());
     // A truncated XZERO at the very end: Redis's length arithmetic wins.
     v.truncate(new_len);
     Ok(merge_neighbours(v, prev))
@@ -564,6 +589,51 @@ mod tests {
         assert_eq!(sparse[HDR..], dense[HDR..]);
     }
 
+    proptest::proptest! {
+        /// Any bytes after a sparse header: every operation answers, none
+        /// panics (a user may SET anything).
+        #[test]
+        fn arbitrary_sparse_bytes_never_panic(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            elements in proptest::collection::vec(proptest::prelude::any::<u16>(), 0..20),
+            max_bytes in 0usize..200,
+        ) {
+            let mut v = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0".to_vec();
+            v.extend_from_slice(&body);
+            let _ = count(&v);
+            let mut max = vec![0u8; REGISTERS];
+            let _ = merge(&mut max, &v);
+            for e in &elements {
+                let _ = add(&mut v, &e.to_le_bytes(), max_bytes);
+                let _ = count(&v);
+            }
+            let _ = to_dense(&mut v);
+            let _ = count(&v);
+        }
+
+        /// Whatever the sparse limit, sparse (possibly promoted) and dense
+        /// HLLs of the same elements hold the same registers.
+        #[test]
+        fn sparse_matches_dense(
+            elements in proptest::collection::vec(proptest::prelude::any::<u32>(), 0..400),
+            max_bytes in 0usize..4000,
+        ) {
+            let (mut sparse, mut dense) = (new_sparse(), new_sparse());
+            to_dense(&mut dense).unwrap();
+            for e in &elements {
+                let e = e.to_le_bytes();
+                proptest::prop_assert_eq!(add(&mut sparse, &e, max_bytes), add(&mut dense, &e, max_bytes));
+            }
+            proptest::prop_assert!(is_dense(&sparse) || sparse.len() <= max_bytes.max(HDR + 2));
+            let (mut m1, mut m2) = (vec![0u8; REGISTERS], vec![0u8; REGISTERS]);
+            merge(&mut m1, &sparse).unwrap();
+            merge(&mut m2, &dense).unwrap();
+            proptest::prop_assert_eq!(&m1, &m2);
+            proptest::prop_assert_eq!(count(&sparse), count(&dense));
+            proptest::prop_assert_eq!(count_registers(&m1), count(&dense).unwrap());
+        }
+    }
+
     #[test]
     fn corrupt_sparse_is_an_error_not_a_panic() {
         let mut v = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0".to_vec();
@@ -575,5 +645,11 @@ mod tests {
         let mut v = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0\xff\xff\xff\x7f\xff\x7f\xff".to_vec();
         let _ = add(&mut v, b"a", 3000);
         let _ = to_dense(&mut v);
+        // Enough XZERO runs to count past u32 (Redis's int would overflow).
+        let mut v = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0".to_vec();
+        v.extend(std::iter::repeat_n([0x7f, 0xff], 300_000).flatten());
+        assert_eq!(count(&v), Err(Corrupt));
+        assert_eq!(merge(&mut vec![0u8; REGISTERS], &v), Err(Corrupt));
+        assert_eq!(to_dense(&mut v), Err(Corrupt));
     }
 }
