@@ -404,11 +404,14 @@ fn parse_fields(args: &Args, max_bulk: u64) -> Result<Vec<Field>, &'static str> 
         } else if args.is(j, "incrby") && left >= 3 {
             FieldOp::Incr
         } else if args.is(j, "overflow") && left >= 1 {
-            overflow = match args.get(j + 1).to_ascii_lowercase().as_slice() {
-                b"wrap" => Overflow::Wrap,
-                b"sat" => Overflow::Sat,
-                b"fail" => Overflow::Fail,
-                _ => return Err("ERR Invalid OVERFLOW type specified"),
+            overflow = if args.is(j + 1, "wrap") {
+                Overflow::Wrap
+            } else if args.is(j + 1, "sat") {
+                Overflow::Sat
+            } else if args.is(j + 1, "fail") {
+                Overflow::Fail
+            } else {
+                return Err("ERR Invalid OVERFLOW type specified");
             };
             j += 2;
             continue;
