@@ -231,3 +231,25 @@ proptest! {
         prop_assert_eq!(shard.keys(), model.len());
     }
 }
+
+/// The largest offset Redis accepts by default, 2^32 - 1, makes a 512 MB
+/// string; one past it is refused.
+#[test]
+fn last_bit_of_a_512mb_bitmap() {
+    let mut shard = Shard::new(0, 1, Config::default());
+    let cmd = |words: &[&str]| words.iter().map(|w| w.as_bytes().to_vec()).collect::<Vec<_>>();
+    assert_eq!(run(&mut shard, &cmd(&["SETBIT", "big", "4294967295", "1"])), int(0));
+    assert_eq!(run(&mut shard, &cmd(&["STRLEN", "big"])), int(512 << 20));
+    assert_eq!(run(&mut shard, &cmd(&["GETBIT", "big", "4294967295"])), int(1));
+    assert_eq!(run(&mut shard, &cmd(&["BITCOUNT", "big"])), int(1));
+    assert_eq!(run(&mut shard, &cmd(&["BITPOS", "big", "1"])), int(4294967295));
+    assert_eq!(run(&mut shard, &cmd(&["BITPOS", "big", "1", "-1", "-1", "BIT"])), int(4294967295));
+    assert_eq!(run(&mut shard, &cmd(&["BITPOS", "big", "0", "-1"])), int(4294967288));
+    assert_eq!(
+        run(&mut shard, &cmd(&["BITFIELD", "big", "GET", "i64", "4294967290"])),
+        b"*1\r\n:288230376151711744\r\n"
+    );
+    let refused = b"-ERR bit offset is not an integer or out of range\r\n".to_vec();
+    assert_eq!(run(&mut shard, &cmd(&["SETBIT", "big", "4294967296", "1"])), refused);
+    assert_eq!(run(&mut shard, &cmd(&["DEL", "big"])), int(1));
+}
