@@ -796,6 +796,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("maxclients", "10000"),
     ("proto-max-bulk-len", "512mb"),
     ("client-query-buffer-limit", "1gb"),
+    ("hll-sparse-max-bytes", "3000"),
     ("hz", "10"),
     ("timeout", "0"),
     ("tcp-keepalive", "300"),

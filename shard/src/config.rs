@@ -32,6 +32,8 @@ pub struct Config {
     pub cluster_port_base: u16,
     /// Topology file listing every host's nodes; empty: this host alone.
     pub cluster_config_file: String,
+    /// Largest sparse HyperLogLog before it turns dense.
+    pub hll_sparse_max_bytes: u64,
 }
 
 /// How the process presents itself to Redis Cluster clients.
@@ -77,6 +79,7 @@ impl Default for Config {
             cluster_announce_ip: String::new(),
             cluster_port_base: 0,
             cluster_config_file: String::new(),
+            hll_sparse_max_bytes: 3000,
         }
     }
 }
@@ -178,6 +181,8 @@ pub static PARAMS: &[Param] = &[
         int_in(v, 0, 65535)? as u16),
     param!("cluster-config-file", false, |c| c.cluster_config_file.clone(), |c, v| c.cluster_config_file =
         one(v)?.to_string()),
+    param!("hll-sparse-max-bytes", true, |c| c.hll_sparse_max_bytes.to_string(), |c, v| c.hll_sparse_max_bytes =
+        memory_in(v, 0)?),
     // No persistence yet: reported as Redis reports it disabled, so tools that
     // read them (redis-benchmark) see the truth.
     param!("save", true, |_c| String::new(), |_c, v| {

@@ -2,6 +2,7 @@
 //! introspection and configuration, and the keyspace commands that need
 //! several phases or every shard. One file per family.
 
+mod bits;
 mod connection;
 mod introspection;
 mod keyspace;
@@ -71,6 +72,9 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "msetnx" => keyspace::msetnx(conn, args).await,
         "rename" | "renamenx" => keyspace::rename(conn, args, spec.name == "renamenx").await,
         "copy" => keyspace::copy(conn, args).await,
+        "bitop" => bits::bitop(conn, args).await,
+        "pfcount" => bits::pfcount(conn, args).await,
+        "pfmerge" => bits::pfmerge(conn, args).await,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
 }

@@ -3,6 +3,8 @@
 //! route; `shard` runs the handlers of the commands that execute on the shard
 //! owning their keys. One file per family of commands.
 
+pub mod bitmap;
+pub mod hyperloglog;
 pub mod keys;
 pub mod server;
 pub mod string;
@@ -146,7 +148,8 @@ pub(crate) mod prelude {
 
 /// Every command corekv serves, one table per family (each family file
 /// declares its own; subcommand tables live with their families).
-pub static FAMILIES: &[&[CommandSpec]] = &[server::COMMANDS, keys::COMMANDS, string::COMMANDS];
+pub static FAMILIES: &[&[CommandSpec]] =
+    &[server::COMMANDS, keys::COMMANDS, string::COMMANDS, bitmap::COMMANDS, hyperloglog::COMMANDS];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {

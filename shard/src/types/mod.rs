@@ -1,0 +1,3 @@
+//! Representations of values beyond plain strings.
+
+pub mod hll;
