@@ -14,6 +14,7 @@ pub mod numbers;
 pub mod reply;
 pub mod shard;
 pub mod table;
+pub mod types;
 pub mod value;
 
 pub use args::Args;
