@@ -116,7 +116,11 @@ impl IntSet {
 
     /// The member at `i` in ascending order.
     pub fn get(&self, i: usize) -> Option<i64> {
-        each_width!(self, v => v.get(i).map(|&x| x as i64))
+        match self {
+            IntSet::W16(v) => v.get(i).map(|&x| x.into()),
+            IntSet::W32(v) => v.get(i).map(|&x| x.into()),
+            IntSet::W64(v) => v.get(i).copied(),
+        }
     }
 
     /// Removes the member at `i` in ascending order.

@@ -23,8 +23,9 @@ const TINY_INT: u8 = 0x80;
 const INT: u8 = 0xc0;
 const LONG: u8 = 0xf0;
 
-/// A decoded element.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A decoded element. Encodings are canonical, so two elements are the same
+/// string exactly when they are equal as `Item`s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Item<'a> {
     Str(&'a [u8]),
     Int(i64),

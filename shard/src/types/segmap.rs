@@ -387,7 +387,7 @@ impl SegMap {
     /// resume from, `None` when done. Segments cover contiguous hash ranges,
     /// so records present for the whole scan are visited at least once
     /// whatever splits happen in between.
-    pub fn scan(&self, pos: u64, count: usize, mut visit: impl FnMut(Rec<'_>)) -> Option<u64> {
+    pub fn scan<'a>(&'a self, pos: u64, count: usize, mut visit: impl FnMut(Rec<'a>)) -> Option<u64> {
         let mut pos = pos;
         let mut visited = 0usize;
         let mut group: Vec<(u64, u32)> = Vec::new();
