@@ -1,21 +1,24 @@
 //! `SegMap`: the "hashtable" encoding of hashes and sets. Extendible hashing
 //! as in the keyspace's `DashTable` (a directory over small segments, a full
 //! segment splits in two, so growth never rehashes more than one segment and
-//! a SCAN cursor is a position in hash space), but each segment stores its
-//! records packed in one byte arena and indexes them by 4-byte offsets:
-//! about 5 bytes of index per element plus the encoded bytes, where Redis
-//! spends a 24-byte dictEntry, one or two sds allocations and a bucket
-//! pointer.
+//! a SCAN cursor is a position in hash space), but each segment packs its
+//! records into byte chunks and indexes them by 4-byte offsets: about 5
+//! bytes of index per element plus the encoded bytes, where Redis spends a
+//! 24-byte dictEntry, one or two sds allocations and a bucket pointer.
 //!
 //! A record is one encoded element (a set member) or two (field, value).
-//! Records longer than `SPILL` live in their own allocation, which keeps
-//! arenas small enough that compaction is always a short copy.
+//! Chunks have one size (only a segment's first chunk grows, so small maps
+//! stay small): freed chunks fit any segment, which keeps the allocator from
+//! fragmenting as thousands of segments grow side by side. Records longer
+//! than `SPILL` live in their own allocation.
 
 use super::pack::{decode, elem_len, Enc, Item};
 use hashbrown::HashTable;
 
 /// A segment splits when it holds this many records (7/8 of 1024 buckets).
 const SEGMENT_MAX: usize = 896;
+/// Bytes per arena chunk; records never straddle two.
+const CHUNK: usize = 2048;
 /// Records above this size are allocated on their own.
 const SPILL: usize = 1024;
 /// Index entries with this bit point into `Segment::big`.
@@ -24,13 +27,63 @@ const BIG: u32 = 1 << 31;
 /// colliding hashes; the seeds are random per map).
 const MAX_DEPTH: u32 = 32;
 
+/// A segment's record bytes: chunks of `CHUNK` bytes, the first of which
+/// grows exactly until full. Offsets are `chunk * CHUNK + position`.
+#[derive(Clone, Default)]
+struct Arena {
+    chunks: Vec<Vec<u8>>,
+}
+
+impl Arena {
+    /// An arena expecting about `bytes` of records.
+    fn for_bytes(bytes: usize) -> Arena {
+        Arena { chunks: if bytes == 0 { Vec::new() } else { vec![Vec::with_capacity(bytes.min(CHUNK))] } }
+    }
+
+    /// The bytes from `at` to the end of its chunk.
+    #[inline]
+    fn from(&self, at: u32) -> &[u8] {
+        let (c, off) = (at as usize / CHUNK, at as usize % CHUNK);
+        self.chunks.get(c).and_then(|c| c.get(off..)).unwrap_or_default()
+    }
+
+    /// Appends `len` bytes written by `write`; returns their offset.
+    fn push(&mut self, len: usize, write: impl FnOnce(&mut Vec<u8>)) -> u32 {
+        if self.chunks.last().is_none_or(|c| c.len() + len > CHUNK) {
+            let cap = if self.chunks.is_empty() { len } else { CHUNK };
+            self.chunks.push(Vec::with_capacity(cap));
+        }
+        let i = self.chunks.len() - 1;
+        let c = &mut self.chunks[i];
+        if c.capacity() - c.len() < len {
+            c.reserve_exact(len);
+        }
+        let at = i * CHUNK + c.len();
+        write(c);
+        at as u32
+    }
+
+    fn slice_mut(&mut self, at: usize, len: usize) -> Option<&mut [u8]> {
+        let (c, off) = (at / CHUNK, at % CHUNK);
+        self.chunks.get_mut(c)?.get_mut(off..off + len)
+    }
+
+    fn len(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum()
+    }
+
+    fn heap_size(&self) -> usize {
+        self.chunks.capacity() * std::mem::size_of::<Vec<u8>>() + self.chunks.iter().map(Vec::capacity).sum::<usize>()
+    }
+}
+
 #[derive(Clone)]
 struct Segment {
     depth: u32,
     /// Records are (field, value) pairs rather than single members.
     pairs: bool,
     index: HashTable<u32>,
-    arena: Vec<u8>,
+    arena: Arena,
     /// Bytes of the arena no longer referenced.
     dead: usize,
     big: Vec<Box<[u8]>>,
@@ -62,19 +115,19 @@ fn hash_elem(hasher: &ahash::RandomState, raw: &[u8]) -> u64 {
     }
 }
 
-/// The bytes of the record in `slot`.
+/// The bytes from the start of the record in `slot` (to its chunk's end).
 #[inline]
-fn record<'a>(arena: &'a [u8], big: &'a [Box<[u8]>], slot: u32) -> &'a [u8] {
+fn record<'a>(arena: &'a Arena, big: &'a [Box<[u8]>], slot: u32) -> &'a [u8] {
     if slot & BIG != 0 {
         big.get((slot & !BIG) as usize).map_or(&[][..], |b| b)
     } else {
-        arena.get(slot as usize..).unwrap_or_default()
+        arena.from(slot)
     }
 }
 
 /// The key element of the record in `slot` (a record starts with its key).
 #[inline]
-fn key_of<'a>(arena: &'a [u8], big: &'a [Box<[u8]>], slot: u32) -> &'a [u8] {
+fn key_of<'a>(arena: &'a Arena, big: &'a [Box<[u8]>], slot: u32) -> &'a [u8] {
     let r = record(arena, big, slot);
     &r[..elem_len(r).unwrap_or(0)]
 }
@@ -91,7 +144,14 @@ fn record_len(r: &[u8], pairs: bool) -> usize {
 
 impl Segment {
     fn new(depth: u32, pairs: bool, capacity: usize) -> Segment {
-        Segment { depth, pairs, index: HashTable::with_capacity(capacity), arena: Vec::new(), dead: 0, big: Vec::new() }
+        Segment {
+            depth,
+            pairs,
+            index: HashTable::with_capacity(capacity),
+            arena: Arena::default(),
+            dead: 0,
+            big: Vec::new(),
+        }
     }
 
     #[inline]
@@ -120,19 +180,11 @@ impl Segment {
             self.big.push(b.into_boxed_slice());
             return BIG | (self.big.len() - 1) as u32;
         }
-        if self.arena.capacity() - self.arena.len() < len {
-            if self.dead > self.arena.len() / 2 {
-                self.compact(len);
-            } else {
-                // Grow by a quarter: bounded slack, amortised copies.
-                self.arena.reserve_exact(len.max(self.arena.len() / 4 + 16));
+        self.arena.push(len, |out| {
+            for e in parts {
+                e.write_to(out);
             }
-        }
-        let at = self.arena.len() as u32;
-        for e in parts {
-            e.write_to(&mut self.arena);
-        }
-        at
+        })
     }
 
     /// Copies a whole record in while building a segment; returns its slot.
@@ -141,17 +193,18 @@ impl Segment {
             self.big.push(r.into());
             return BIG | (self.big.len() - 1) as u32;
         }
-        let at = self.arena.len() as u32;
-        self.arena.extend_from_slice(r);
-        at
+        self.arena.push(r.len(), |out| out.extend_from_slice(r))
     }
 
     /// Forgets the bytes of a record no longer indexed. A spilled record's
     /// place is refilled with the last spilled one, whose index entry is
-    /// updated (`h` hashes its key).
+    /// updated.
     fn release(&mut self, slot: u32, hasher: &ahash::RandomState) {
         if slot & BIG == 0 {
             self.dead += self.record(slot).len();
+            if self.dead > CHUNK && self.dead > self.arena.len() / 2 {
+                self.compact();
+            }
             return;
         }
         let i = (slot & !BIG) as usize;
@@ -168,17 +221,16 @@ impl Segment {
         }
     }
 
-    /// Rewrites the arena without dead bytes, with room for `more`.
-    fn compact(&mut self, more: usize) {
+    /// Rewrites the arena without dead bytes.
+    fn compact(&mut self) {
         let live = self.arena.len().saturating_sub(self.dead);
-        let mut fresh = Vec::with_capacity(live + more);
+        let mut fresh = Arena::for_bytes(live);
         let pairs = self.pairs;
         for slot in self.index.iter_mut() {
             if *slot & BIG == 0 {
-                let r = self.arena.get(*slot as usize..).unwrap_or_default();
+                let r = self.arena.from(*slot);
                 let n = record_len(r, pairs);
-                *slot = fresh.len() as u32;
-                fresh.extend_from_slice(&r[..n]);
+                *slot = fresh.push(n, |out| out.extend_from_slice(&r[..n]));
             }
         }
         self.arena = fresh;
@@ -192,12 +244,11 @@ impl Segment {
 
     fn heap_size(&self) -> usize {
         self.index.allocation_size()
-            + self.arena.capacity()
+            + self.arena.heap_size()
             + self.big.capacity() * std::mem::size_of::<Box<[u8]>>()
             + self.big.iter().map(|b| b.len()).sum::<usize>()
     }
 }
-
 impl SegMap {
     pub fn new(pairs: bool) -> SegMap {
         SegMap {
@@ -277,13 +328,12 @@ impl SegMap {
         let old_len = seg.record(slot).len() - k;
         if slot & BIG == 0 && old_len == ev.len() && k + old_len <= SPILL {
             let at = slot as usize + k;
-            if let Some(dst) = seg.arena.get_mut(at..at + old_len) {
+            if let Some(dst) = seg.arena.slice_mut(at, old_len) {
                 ev.write_at(dst);
                 return;
             }
         }
         let fresh = seg.store(&[ek, ev]);
-        // `store` may have compacted the arena: find the old record again.
         let (arena, big) = (&seg.arena, &seg.big);
         let Some(entry) = seg.index.find_mut(h, |&o| ek.matches(key_of(arena, big, o))) else {
             return;
@@ -307,8 +357,6 @@ impl SegMap {
         self.len -= 1;
         if seg.index.is_empty() {
             *seg = Segment::new(seg.depth, seg.pairs, 0);
-        } else if seg.dead > 256 && seg.dead > seg.arena.len() / 2 {
-            seg.compact(0);
         }
         if seg.index.capacity() > 64 && seg.index.len() < seg.index.capacity() / 4 {
             let (arena, big, hasher) = (&seg.arena, &seg.big, &self.hasher);
@@ -337,7 +385,7 @@ impl SegMap {
             sizes[(h & bit != 0) as usize] += old.record(o).len();
         }
         for (half, size) in halves.iter_mut().zip(sizes) {
-            half.arena.reserve_exact(size);
+            half.arena = Arena::for_bytes(size);
         }
         for (h, o) in hashes {
             let half = &mut halves[(h & bit != 0) as usize];
