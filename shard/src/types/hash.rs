@@ -89,8 +89,9 @@ impl Hash {
 
     /// Sets `field` to `value`; true when the field is new.
     pub fn set(&mut self, field: &[u8], value: &[u8], limits: &HashLimits) -> bool {
-        if let Hash::Pack(_) = self {
-            if field.len() > limits.max_value || value.len() > limits.max_value {
+        if let Hash::Pack(p) = self {
+            let long = field.len() > limits.max_value || value.len() > limits.max_value;
+            if long || p.bytes() + field.len() + value.len() > PACK_SAFETY {
                 self.convert();
             }
         }
