@@ -23,9 +23,10 @@ const CHUNK: usize = 2048;
 const SPILL: usize = 1024;
 /// Index entries with this bit point into `Segment::big`.
 const BIG: u32 = 1 << 31;
-/// Deepest split: past it a segment just grows (only reachable with
-/// colliding hashes; the seeds are random per map).
-const MAX_DEPTH: u32 = 32;
+/// Deepest split, which bounds the directory (2^24 slots); past it a
+/// segment just grows. Natural growth stays far below (depth 18 at 100M
+/// elements); colliding hashes are unlikely, the seeds being random per map.
+const MAX_DEPTH: u32 = 24;
 
 /// A segment's record bytes: chunks of `CHUNK` bytes, the first of which
 /// grows exactly until full. Offsets are `chunk * CHUNK + position`.
