@@ -807,6 +807,9 @@ const SETTINGS: &[(&str, &str)] = &[
     ("cluster-config-file", ""),
     ("loglevel", "notice"),
     ("logfile", "\"\""),
+    ("hash-max-listpack-entries", "512"),
+    ("hash-max-listpack-value", "64"),
+    ("set-max-intset-entries", "512"),
     ("save", "\"\""),
     ("appendonly", "no"),
 ];

@@ -34,6 +34,9 @@ pub struct Config {
     pub cluster_config_file: String,
     /// Largest sparse HyperLogLog before it turns dense.
     pub hll_sparse_max_bytes: u64,
+    pub hash_max_listpack_entries: u64,
+    pub hash_max_listpack_value: u64,
+    pub set_max_intset_entries: u64,
 }
 
 /// How the process presents itself to Redis Cluster clients.
@@ -80,6 +83,9 @@ impl Default for Config {
             cluster_port_base: 0,
             cluster_config_file: String::new(),
             hll_sparse_max_bytes: 3000,
+            hash_max_listpack_entries: 512,
+            hash_max_listpack_value: 64,
+            set_max_intset_entries: 512,
         }
     }
 }
@@ -195,6 +201,21 @@ pub static PARAMS: &[Param] = &[
             return Err("appendonly is not supported yet".into());
         }
     }),
+    // Encoding thresholds; the ziplist names are Redis 7.0's aliases.
+    param!("hash-max-listpack-entries", true, |c| c.hash_max_listpack_entries.to_string(), |c, v| c
+        .hash_max_listpack_entries =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("hash-max-ziplist-entries", true, |c| c.hash_max_listpack_entries.to_string(), |c, v| c
+        .hash_max_listpack_entries =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("hash-max-listpack-value", true, |c| c.hash_max_listpack_value.to_string(), |c, v| c
+        .hash_max_listpack_value =
+        memory_in(v, 0)?),
+    param!("hash-max-ziplist-value", true, |c| c.hash_max_listpack_value.to_string(), |c, v| c
+        .hash_max_listpack_value =
+        memory_in(v, 0)?),
+    param!("set-max-intset-entries", true, |c| c.set_max_intset_entries.to_string(), |c, v| c.set_max_intset_entries =
+        int_in(v, 0, i64::MAX)? as u64),
 ];
 
 pub fn find_param(name: &str) -> Option<&'static Param> {

@@ -4,6 +4,8 @@
 
 use crate::args::parse_i64;
 use crate::bytes::CompactBytes;
+use crate::types::hash::Hash;
+use crate::types::set::Set;
 
 /// Longest string Redis stores as `embstr`.
 const EMBSTR_MAX: usize = 44;
@@ -17,6 +19,8 @@ pub enum Value {
     /// A string that was modified in place or is long ("raw"). Boxed so a
     /// `Value` stays 24 bytes (the niche of `CompactBytes` holds the tag).
     Raw(Box<Vec<u8>>),
+    Hash(Box<Hash>),
+    Set(Box<Set>),
 }
 
 impl Value {
@@ -44,6 +48,8 @@ impl Value {
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Int(_) | Value::Emb(_) | Value::Raw(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
         }
     }
 
@@ -52,6 +58,8 @@ impl Value {
             Value::Int(_) => "int",
             Value::Emb(_) => "embstr",
             Value::Raw(_) => "raw",
+            Value::Hash(h) => h.encoding(),
+            Value::Set(s) => s.encoding(),
         }
     }
 
@@ -65,6 +73,7 @@ impl Value {
             Value::Int(n) => Some(scratch.format(*n).as_bytes()),
             Value::Emb(b) => Some(b.as_slice()),
             Value::Raw(v) => Some(v.as_slice()),
+            Value::Hash(_) | Value::Set(_) => None,
         }
     }
 
@@ -80,6 +89,8 @@ impl Value {
             Value::Int(_) => 0,
             Value::Emb(b) => b.heap_size(),
             Value::Raw(v) => v.capacity() + std::mem::size_of::<Vec<u8>>(),
+            Value::Hash(h) => h.heap_size(),
+            Value::Set(s) => s.heap_size(),
         }
     }
 
@@ -89,6 +100,7 @@ impl Value {
             Value::Raw(v) => return Some(v),
             Value::Int(n) => itoa::Buffer::new().format(*n).as_bytes().to_vec(),
             Value::Emb(b) => b.as_slice().to_vec(),
+            Value::Hash(_) | Value::Set(_) => return None,
         };
         *self = Value::Raw(Box::new(bytes));
         match self {

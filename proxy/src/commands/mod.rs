@@ -7,9 +7,11 @@ mod connection;
 mod introspection;
 mod keyspace;
 mod server;
+mod sets;
 
 use crate::cluster::commands as cluster;
 use crate::conn::Connection;
+use shard::commands::set::Op;
 use shard::{Args, CommandSpec};
 
 /// A command that must run after every earlier reply of the batch is in
@@ -41,6 +43,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
+        "sintercard" => return sets::route_sintercard(conn, spec, args),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
             Some(shard) if shard == conn.core.index => conn.run_local(spec, args),
@@ -75,6 +78,14 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "bitop" => bits::bitop(conn, args).await,
         "pfcount" => bits::pfcount(conn, args).await,
         "pfmerge" => bits::pfmerge(conn, args).await,
+        "sinter" => sets::op(conn, args, Op::Inter).await,
+        "sunion" => sets::op(conn, args, Op::Union).await,
+        "sdiff" => sets::op(conn, args, Op::Diff).await,
+        "sinterstore" => sets::store(conn, args, Op::Inter).await,
+        "sunionstore" => sets::store(conn, args, Op::Union).await,
+        "sdiffstore" => sets::store(conn, args, Op::Diff).await,
+        "sintercard" => sets::sintercard(conn, args).await,
+        "smove" => sets::smove(conn, args).await,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
 }

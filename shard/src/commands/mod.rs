@@ -3,10 +3,13 @@
 //! route; `shard` runs the handlers of the commands that execute on the shard
 //! owning their keys. One file per family of commands.
 
+pub mod aggregate;
 pub mod bitmap;
+pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
 pub mod server;
+pub mod set;
 pub mod string;
 
 use crate::args::Args;
@@ -148,8 +151,15 @@ pub(crate) mod prelude {
 
 /// Every command corekv serves, one table per family (each family file
 /// declares its own; subcommand tables live with their families).
-pub static FAMILIES: &[&[CommandSpec]] =
-    &[server::COMMANDS, keys::COMMANDS, string::COMMANDS, bitmap::COMMANDS, hyperloglog::COMMANDS];
+pub static FAMILIES: &[&[CommandSpec]] = &[
+    server::COMMANDS,
+    keys::COMMANDS,
+    string::COMMANDS,
+    bitmap::COMMANDS,
+    hyperloglog::COMMANDS,
+    hash::COMMANDS,
+    set::COMMANDS,
+];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {

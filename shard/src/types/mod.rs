@@ -1,3 +1,9 @@
-//! Representations of values beyond plain strings.
+//! Value representations beyond plain strings: aggregate types and their
+//! encodings, and the HyperLogLog string layout.
 
+pub mod hash;
 pub mod hll;
+pub mod intset;
+pub mod pack;
+pub mod segmap;
+pub mod set;
