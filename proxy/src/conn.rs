@@ -341,7 +341,7 @@ impl Connection {
     /// Returns true when the command was answered with a redirection.
     fn redirected(&mut self, spec: &CommandSpec, args: &Args) -> bool {
         let mut slot = None;
-        for i in spec.key_indexes(args.len()) {
+        for i in spec.key_indexes(args) {
             let s = key_slot(args.get(i));
             match slot {
                 None => slot = Some(s),
@@ -386,7 +386,7 @@ impl Connection {
             return Some(0);
         }
         let mut owner = None;
-        for i in spec.key_indexes(args.len()) {
+        for i in spec.key_indexes(args) {
             let shard = self.core.shard_of(args.get(i));
             match owner {
                 None => owner = Some(shard),
@@ -400,7 +400,7 @@ impl Connection {
     fn split_by_key(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args, step: usize) {
         let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
         let mut key_shards = Vec::new();
-        for i in spec.key_indexes(args.len()) {
+        for i in spec.key_indexes(&args) {
             let shard = self.core.shard_of(args.get(i));
             key_shards.push(shard as u16);
             let group = match groups.iter().position(|(s, _)| *s == shard) {

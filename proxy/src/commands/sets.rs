@@ -5,14 +5,14 @@
 //! the destination's owner. The phases are not one atomic step across
 //! cores (as with cross-shard RENAME).
 
-use super::{reply, Deferred};
+use super::reply;
 use crate::conn::Connection;
 use crate::mesh::call;
 use shard::commands::set::{add_member, inter_card, parse_sintercard, reply_op, save, store_op, Op};
 use shard::reply::errors::WRONGTYPE;
 use shard::types::set::Set;
 use shard::value::Value;
-use shard::{Args, CommandSpec};
+use shard::Args;
 
 const LOST: &str = "ERR shard unavailable (server shutting down)";
 
@@ -125,34 +125,6 @@ pub async fn store(conn: &mut Connection, args: Args<'_>, op: Op) {
         Some(n) => reply(conn, |r| r.int(n as i64)),
         None => conn.error(LOST),
     }
-}
-
-/// Routes SINTERCARD: its keys follow `numkeys`, so the table cannot name
-/// them. Runs on the owner when they share one; argument errors come from
-/// the shard-side handler.
-pub fn route_sintercard(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
-    let owner = match parse_sintercard(&args) {
-        Ok(_) if conn.core.count == 1 => Some(0),
-        Ok((numkeys, _)) => {
-            let mut shards = args.iter().skip(2).take(numkeys).map(|k| conn.core.shard_of(k));
-            let first = shards.next();
-            if shards.all(|s| Some(s) == first) {
-                first
-            } else {
-                None
-            }
-        }
-        Err(_) => Some(conn.core.index),
-    };
-    match owner {
-        Some(s) if s == conn.core.index => conn.run_local(spec, args),
-        Some(s) => {
-            let (db, resp3) = (conn.state.db, conn.state.resp3);
-            conn.pipeline.remote(s, spec, db, resp3, args.iter());
-        }
-        None => return Some(Deferred(spec)),
-    }
-    None
 }
 
 /// SINTERCARD over shards.

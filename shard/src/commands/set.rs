@@ -471,7 +471,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("smove", 4, WRITE | FAST, KEYS12, Keyed, Some(smove)),
     cmd!("sinter", -2, READONLY, ALLKEYS, Keyed, Some(sinter)),
     // Keys follow `numkeys`: the proxy routes it (no fixed key positions).
-    cmd!("sintercard", -3, READONLY, NOKEYS, Proxy, Some(sintercard)),
+    cmd!("sintercard", -3, READONLY, NOKEYS, Keyed, Some(sintercard)).with_keynum(1, 2),
     cmd!("sinterstore", -3, WRITE | DENYOOM, ALLKEYS, Keyed, Some(sinterstore)),
     cmd!("sunion", -2, READONLY, ALLKEYS, Keyed, Some(sunion)),
     cmd!("sunionstore", -3, WRITE | DENYOOM, ALLKEYS, Keyed, Some(sunionstore)),
