@@ -807,6 +807,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("cluster-config-file", ""),
     ("loglevel", "notice"),
     ("logfile", "\"\""),
+    ("list-max-listpack-size", "-2"),
     ("hash-max-listpack-entries", "512"),
     ("hash-max-listpack-value", "64"),
     ("set-max-intset-entries", "512"),

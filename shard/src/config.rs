@@ -34,6 +34,8 @@ pub struct Config {
     pub cluster_config_file: String,
     /// Largest sparse HyperLogLog before it turns dense.
     pub hll_sparse_max_bytes: u64,
+    /// Elements (positive) or node bytes (-1..-5: 4..64 KB) per list node.
+    pub list_max_listpack_size: i64,
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
@@ -83,6 +85,7 @@ impl Default for Config {
             cluster_port_base: 0,
             cluster_config_file: String::new(),
             hll_sparse_max_bytes: 3000,
+            list_max_listpack_size: -2,
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
@@ -202,6 +205,10 @@ pub static PARAMS: &[Param] = &[
         }
     }),
     // Encoding thresholds; the ziplist names are Redis 7.0's aliases.
+    param!("list-max-listpack-size", true, |c| c.list_max_listpack_size.to_string(), |c, v| c.list_max_listpack_size =
+        int_in(v, i32::MIN as i64, i32::MAX as i64)?),
+    param!("list-max-ziplist-size", true, |c| c.list_max_listpack_size.to_string(), |c, v| c.list_max_listpack_size =
+        int_in(v, i32::MIN as i64, i32::MAX as i64)?),
     param!("hash-max-listpack-entries", true, |c| c.hash_max_listpack_entries.to_string(), |c, v| c
         .hash_max_listpack_entries =
         int_in(v, 0, i64::MAX)? as u64),

@@ -4,6 +4,7 @@
 use std::os::raw::{c_char, c_int};
 
 extern "C" {
+    fn corekv_timeout_ms(s: *const c_char, len: usize, ms: *mut i64) -> c_int;
     fn corekv_parse_double(s: *const c_char, len: usize, out: *mut f64) -> c_int;
     fn corekv_incrbyfloat(
         current: *const c_char,
@@ -21,6 +22,15 @@ pub fn parse_double(s: &[u8]) -> Option<f64> {
     let mut out = 0f64;
     // SAFETY: the C side reads at most `len` bytes and writes one f64.
     let ok = unsafe { corekv_parse_double(s.as_ptr().cast(), s.len(), &mut out) };
+    (ok == 1).then_some(out)
+}
+
+/// A blocking command's timeout in ms, computed as Redis 7.0 does (long
+/// double seconds × 1000, truncated; `i64::MIN` past the range).
+pub fn timeout_ms(s: &[u8]) -> Option<i64> {
+    let mut out = 0i64;
+    // SAFETY: the C side reads at most `len` bytes and writes one i64.
+    let ok = unsafe { corekv_timeout_ms(s.as_ptr().cast(), s.len(), &mut out) };
     (ok == 1).then_some(out)
 }
 

@@ -5,6 +5,7 @@
 use crate::args::parse_i64;
 use crate::bytes::CompactBytes;
 use crate::types::hash::Hash;
+use crate::types::list::List;
 use crate::types::set::Set;
 
 /// Longest string Redis stores as `embstr`.
@@ -21,6 +22,7 @@ pub enum Value {
     Raw(Box<Vec<u8>>),
     Hash(Box<Hash>),
     Set(Box<Set>),
+    List(Box<List>),
 }
 
 impl Value {
@@ -50,6 +52,7 @@ impl Value {
             Value::Int(_) | Value::Emb(_) | Value::Raw(_) => "string",
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
+            Value::List(_) => "list",
         }
     }
 
@@ -60,6 +63,8 @@ impl Value {
             Value::Raw(_) => "raw",
             Value::Hash(h) => h.encoding(),
             Value::Set(s) => s.encoding(),
+            // Redis 7.0 keeps every list as a quicklist.
+            Value::List(_) => "quicklist",
         }
     }
 
@@ -73,7 +78,7 @@ impl Value {
             Value::Int(n) => Some(scratch.format(*n).as_bytes()),
             Value::Emb(b) => Some(b.as_slice()),
             Value::Raw(v) => Some(v.as_slice()),
-            Value::Hash(_) | Value::Set(_) => None,
+            Value::Hash(_) | Value::Set(_) | Value::List(_) => None,
         }
     }
 
@@ -91,6 +96,7 @@ impl Value {
             Value::Raw(v) => v.capacity() + std::mem::size_of::<Vec<u8>>(),
             Value::Hash(h) => h.heap_size(),
             Value::Set(s) => s.heap_size(),
+            Value::List(l) => l.heap_size() + std::mem::size_of::<List>(),
         }
     }
 
@@ -100,7 +106,7 @@ impl Value {
             Value::Raw(v) => return Some(v),
             Value::Int(n) => itoa::Buffer::new().format(*n).as_bytes().to_vec(),
             Value::Emb(b) => b.as_slice().to_vec(),
-            Value::Hash(_) | Value::Set(_) => return None,
+            Value::Hash(_) | Value::Set(_) | Value::List(_) => return None,
         };
         *self = Value::Raw(Box::new(bytes));
         match self {

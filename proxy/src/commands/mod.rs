@@ -6,9 +6,11 @@ mod bits;
 mod connection;
 mod introspection;
 mod keyspace;
+mod lists;
 mod server;
 mod sets;
 
+use crate::blocking::BlockWait;
 use crate::cluster::commands as cluster;
 use crate::conn::Connection;
 use shard::commands::set::Op;
@@ -58,9 +60,14 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
 }
 
 /// Runs a deferred command; every earlier reply is already in the output.
-pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<'_>) {
+/// A blocking pop that has to wait returns what the connection waits on.
+pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<'_>) -> Option<BlockWait> {
     let spec = deferred.0;
     match spec.name {
+        "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => return lists::blocking(conn, spec.name, args).await,
+        "lmove" => lists::lmove(conn, args, false).await,
+        "rpoplpush" => lists::lmove(conn, args, true).await,
+        "lmpop" => lists::lmpop(conn, args).await,
         "info" => server::info(conn, args).await,
         "config|set" => server::config_set(conn, args).await,
         "config|resetstat" => server::config_resetstat(conn).await,
@@ -87,6 +94,7 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "smove" => sets::smove(conn, args).await,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
+    None
 }
 
 /// A reply written with the connection's protocol.

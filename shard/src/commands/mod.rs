@@ -8,6 +8,7 @@ pub mod bitmap;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
+pub mod list;
 pub mod server;
 pub mod set;
 pub mod string;
@@ -182,6 +183,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     hyperloglog::COMMANDS,
     hash::COMMANDS,
     set::COMMANDS,
+    list::COMMANDS,
 ];
 
 /// All top-level commands.

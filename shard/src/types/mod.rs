@@ -4,6 +4,7 @@
 pub mod hash;
 pub mod hll;
 pub mod intset;
+pub mod list;
 pub mod pack;
 pub mod segmap;
 pub mod set;

@@ -157,6 +157,11 @@ impl<'a> Enc<'a> {
         raw.len() == h + self.body.len() && raw[..h] == self.head[..h] && raw[h..] == *self.body
     }
 
+    /// The bytes after the header (a string's content; empty for integers).
+    pub fn body(&self) -> &'a [u8] {
+        self.body
+    }
+
     pub fn write_to(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.head());
         out.extend_from_slice(self.body);
@@ -317,6 +322,27 @@ impl Pack {
         if self.buf.capacity() - self.buf.len() < more {
             self.buf.reserve_exact(more);
         }
+    }
+
+    /// Inserts `e` at byte offset `pos` (an element boundary or the end).
+    pub fn insert(&mut self, pos: usize, e: &Enc) {
+        self.reserve(e.len());
+        let mut bytes = [0u8; 11];
+        let head = e.head();
+        bytes[..head.len()].copy_from_slice(head);
+        self.buf.splice(pos..pos, bytes[..head.len()].iter().copied().chain(e.body().iter().copied()));
+        self.count += 1;
+    }
+
+    /// Byte offsets of every element, in order (for walking backwards).
+    pub fn offsets(&self) -> Vec<usize> {
+        let mut out = Vec::with_capacity(self.count as usize);
+        let mut pos = 0;
+        while let Some(n) = self.buf.get(pos..).and_then(elem_len) {
+            out.push(pos);
+            pos += n;
+        }
+        out
     }
 
     /// Replaces the element at `pos` with `e`.
