@@ -4,12 +4,18 @@
 # the corekv/Redis ratio and server CPU time per operation (from
 # /proc/<pid>/stat), the median of several alternating rounds.
 #
-#   bench/pinned-redis-benchmark.sh [server-cpu] [client-cpu] [rounds]
+#   bench/pinned-redis-benchmark.sh [server-cpu] [client-cpu] [rounds] [tests] [pipelines]
+#
+# tests: redis-benchmark test names (default "get set"), pipelines: depths
+# (default "1 16"), e.g.
+#   bench/pinned-redis-benchmark.sh 0 1 3 "lpush lpop sadd hset zadd lrange_100" 16
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server_cpu=${1:-0}
 client_cpu=${2:-1}
 rounds=${3:-5}
+tests=${4:-get set}
+pipelines=${5:-1 16}
 command -v redis-benchmark >/dev/null || scripts/setup-test-deps.sh
 cargo build --release -q -p corekv
 port_redis=$((21000 + RANDOM % 1000))
@@ -40,14 +46,16 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 echo "| test | pipeline | redis-server ops/s | corekv ops/s | ratio | redis µs CPU/op | corekv µs CPU/op |"
 echo "|---|---|---|---|---|---|---|"
-for pipeline in 1 16; do
+for pipeline in $pipelines; do
   n=$((pipeline == 1 ? 200000 : 2000000))
-  for test in get set; do
+  for test in $tests; do
+    # LRANGE tests move 100+ elements per request: fewer requests.
+    [[ $test == lrange* ]] && n=$((n / 10))
     : >/tmp/pinned.$$.r
     : >/tmp/pinned.$$.c
     for _ in $(seq "$rounds"); do
-      run $redis_pid $port_redis $test $pipeline $n >>/tmp/pinned.$$.r
-      run $corekv_pid $port_corekv $test $pipeline $n >>/tmp/pinned.$$.c
+      run "$redis_pid" "$port_redis" "$test" "$pipeline" "$n" >>/tmp/pinned.$$.r
+      run "$corekv_pid" "$port_corekv" "$test" "$pipeline" "$n" >>/tmp/pinned.$$.c
     done
     r_ops=$(cut -d' ' -f1 /tmp/pinned.$$.r | median)
     c_ops=$(cut -d' ' -f1 /tmp/pinned.$$.c | median)

@@ -71,7 +71,8 @@ fn main() {
             eprintln!("corekv: {e}");
             std::process::exit(1);
         }
-        for p in shard::config::PARAMS {
+        // The "-ziplist-" names are Redis's old aliases of the listpack ones.
+        for p in shard::config::PARAMS.iter().filter(|p| !p.name.contains("-ziplist-")) {
             println!("{} {}", p.name, cli.config.get(p.name).unwrap_or_default());
         }
         return;

@@ -796,6 +796,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("maxclients", "10000"),
     ("proto-max-bulk-len", "512mb"),
     ("client-query-buffer-limit", "1gb"),
+    ("hll-sparse-max-bytes", "3000"),
     ("hz", "10"),
     ("timeout", "0"),
     ("tcp-keepalive", "300"),
@@ -806,12 +807,14 @@ const SETTINGS: &[(&str, &str)] = &[
     ("cluster-config-file", ""),
     ("loglevel", "notice"),
     ("logfile", "\"\""),
+    ("list-max-listpack-size", "-2"),
+    ("hash-max-listpack-entries", "512"),
+    ("hash-max-listpack-value", "64"),
+    ("set-max-intset-entries", "512"),
     ("save", "\"\""),
     ("appendonly", "no"),
     ("zset-max-listpack-entries", "128"),
     ("zset-max-listpack-value", "64"),
-    ("zset-max-ziplist-entries", ""),
-    ("zset-max-ziplist-value", ""),
 ];
 
 /// The server's own list of settings (what `--check-config` prints) is the

@@ -1,6 +1,7 @@
 //! One client connection: read, parse every complete command in the buffer,
 //! route each to its shard, then write all replies with one send.
 
+use crate::blocking;
 use crate::clients::ClientInfo;
 use crate::cluster::Owner;
 use crate::commands::{self, Deferred};
@@ -153,28 +154,35 @@ impl Connection {
         let mut parser = RequestParser::new();
         let mut buf = vec![0u8; READ_CHUNK];
         let mut filled = 0usize;
+        // After a blocking pop, commands the client pipelined meanwhile are
+        // already in the buffer: parse them before reading again.
+        let mut read_first = true;
         loop {
-            if filled == buf.len() {
-                let pending = filled - parser.consumed();
-                if pending as u64 > self.core.config().client_query_buffer_limit {
-                    log::warning(&format!(
-                        "Closing client that reached max query buffer length: id={} (qbuf={pending})",
-                        self.state.id
-                    ));
-                    return;
+            if read_first {
+                if filled == buf.len() {
+                    let pending = filled - parser.consumed();
+                    if pending as u64 > self.core.config().client_query_buffer_limit {
+                        log::warning(&format!(
+                            "Closing client that reached max query buffer length: id={} (qbuf={pending})",
+                            self.state.id
+                        ));
+                        return;
+                    }
+                    // Doubling: memory follows the bytes that actually arrive,
+                    // not the length a bulk header announces.
+                    buf.resize(buf.len() * 2, 0);
                 }
-                // Doubling: memory follows the bytes that actually arrive,
-                // not the length a bulk header announces.
-                buf.resize(buf.len() * 2, 0);
+                let n = match stream.read(&mut buf[filled..]).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                filled += n;
+                CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
             }
-            let n = match stream.read(&mut buf[filled..]).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            };
-            filled += n;
-            CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
+            read_first = true;
             self.now = shard::unix_ms();
             let mut commands = 0u64;
+            let mut blocked = None;
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
             loop {
                 let limits = Limits { proto_max_bulk_len, unauthenticated: !self.state.authenticated };
@@ -185,7 +193,10 @@ impl Connection {
                         let args = Args::new(src, parser.args());
                         if let Some(deferred) = self.handle(args) {
                             self.pipeline.flush(&self.core).await;
-                            commands::run_deferred(self, deferred, args).await;
+                            blocked = commands::run_deferred(self, deferred, args).await;
+                            if blocked.is_some() {
+                                break;
+                            }
                         }
                         if self.state.close {
                             break;
@@ -218,6 +229,14 @@ impl Connection {
             buf.copy_within(consumed..filled, 0);
             filled -= consumed;
             parser.shift(consumed);
+            if let Some(wait) = blocked {
+                self.update_registry(filled);
+                if !blocking::wait(self, wait, stream, &mut buf, &mut filled).await {
+                    return;
+                }
+                read_first = false;
+                continue;
+            }
             if filled == 0 && buf.len() > 4 * READ_CHUNK {
                 buf = vec![0u8; READ_CHUNK];
             }
@@ -341,7 +360,7 @@ impl Connection {
     /// Returns true when the command was answered with a redirection.
     fn redirected(&mut self, spec: &CommandSpec, args: &Args) -> bool {
         let mut slot = None;
-        for i in spec.key_indexes(args.len()) {
+        for i in spec.key_indexes(args) {
             let s = key_slot(args.get(i));
             match slot {
                 None => slot = Some(s),
@@ -386,7 +405,7 @@ impl Connection {
             return Some(0);
         }
         let mut owner = None;
-        for i in spec.key_indexes(args.len()) {
+        for i in spec.key_indexes(args) {
             let shard = self.core.shard_of(args.get(i));
             match owner {
                 None => owner = Some(shard),
@@ -400,7 +419,7 @@ impl Connection {
     fn split_by_key(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args, step: usize) {
         let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
         let mut key_shards = Vec::new();
-        for i in spec.key_indexes(args.len()) {
+        for i in spec.key_indexes(&args) {
             let shard = self.core.shard_of(args.get(i));
             key_shards.push(shard as u16);
             let group = match groups.iter().position(|(s, _)| *s == shard) {

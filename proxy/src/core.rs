@@ -144,11 +144,23 @@ pub struct Core {
     pub stats: CoreStats,
     pub mesh: Mesh,
     pub process: Arc<Process>,
+    /// Clients blocked on keys this core owns.
+    pub blocked: RefCell<crate::blocking::Waiters>,
+    /// This core's own connections that are blocked (INFO blocked_clients).
+    pub blocked_here: Cell<u64>,
+    /// Sequence for waiter ids (interleaved with the other cores').
+    pub waiter_seq: Cell<u64>,
+    /// A weak handle on itself, for tasks spawned from `&self`.
+    pub me: std::rc::Weak<Core>,
 }
 
 impl Core {
-    pub fn new(shard: Shard, cluster: ClusterView, mesh: Mesh, process: Arc<Process>) -> Self {
+    pub fn new(shard: Shard, cluster: ClusterView, mesh: Mesh, process: Arc<Process>, me: std::rc::Weak<Core>) -> Self {
         Core {
+            blocked: Default::default(),
+            blocked_here: Cell::new(0),
+            waiter_seq: Cell::new(0),
+            me,
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),
@@ -167,6 +179,11 @@ impl Core {
         let mut shard = self.shard.borrow_mut();
         let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
         execute(spec, &mut shard, &mut ctx, args);
+        let ready = !shard.ready.is_empty();
+        drop(shard);
+        if ready {
+            self.serve_ready();
+        }
     }
 
     /// Runs a batch sent by another core.
@@ -181,6 +198,8 @@ impl Core {
             execute(op.spec, &mut shard, &mut ctx, batch.args(op));
             reply.ends.push(reply.data.len() as u32);
         }
+        drop(shard);
+        self.serve_ready();
         reply
     }
 
@@ -196,6 +215,13 @@ impl Core {
             return 0;
         }
         self.cluster.borrow().local_shard(key_slot(key)).unwrap_or(self.index)
+    }
+
+    /// A waiter id no other core will hand out.
+    pub fn next_waiter_id(&self) -> u64 {
+        let n = self.waiter_seq.get() + 1;
+        self.waiter_seq.set(n);
+        (n << 10) | self.index as u64
     }
 
     pub fn config(&self) -> std::cell::Ref<'_, shard::Config> {

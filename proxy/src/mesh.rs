@@ -84,11 +84,21 @@ pub type CallFn = Box<dyn FnOnce(&Rc<Core>) -> Box<dyn Any + Send> + Send>;
 pub enum Request {
     Batch(Batch),
     Call(CallFn),
+    /// A blocking pop: answered when served or withdrawn, not necessarily now.
+    Block(Box<crate::blocking::BlockRequest>),
+    /// Withdraw a waiter (sent without a ticket).
+    Unblock(u64),
 }
 
 pub enum Response {
     Batch(BatchReply),
     Call(Box<dyn Any + Send>),
+    /// A blocking pop's reply.
+    Served(Vec<u8>),
+    /// A waiter withdrawn before it was served.
+    Unblocked,
+    /// A notify-mode waiter's key got data.
+    Notified,
     /// The peer is gone (shutting down).
     Lost,
 }
@@ -167,7 +177,7 @@ impl Mesh {
         (mesh, req_rx, resp_rx)
     }
 
-    fn complete(&self, id: u32, response: Response) {
+    pub(crate) fn complete(&self, id: u32, response: Response) {
         let mut pending = self.pending.borrow_mut();
         match pending.get_mut(id as usize) {
             Some(Slot::Abandoned) => {
@@ -193,6 +203,55 @@ pub async fn send(core: &Rc<Core>, shard: usize, request: Request) -> Ticket {
     ticket
 }
 
+/// Sends to `shard` a request that must carry its own ticket's id (a
+/// blocking pop answers that ticket later, maybe much later).
+pub async fn send_with(core: &Rc<Core>, shard: usize, request: impl FnOnce(u32) -> Request) -> Ticket {
+    let id = core.mesh.pending.borrow_mut().insert(Slot::Waiting(None)) as u32;
+    let ticket = Ticket { core: core.clone(), id };
+    if core.mesh.requests.send_to(shard, Envelope { ticket: id, body: request(id) }).await.is_err() {
+        core.mesh.complete(id, Response::Lost);
+    }
+    ticket
+}
+
+/// A ticket for a reply that will be completed on this core without a
+/// request being sent from here (a blocking pop owned by this core).
+pub fn ticket(core: &Rc<Core>) -> Ticket {
+    let id = core.mesh.pending.borrow_mut().insert(Slot::Waiting(None)) as u32;
+    Ticket { core: core.clone(), id }
+}
+
+impl Ticket {
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+/// Sends `request` expecting no reply (e.g. `Unblock`).
+pub async fn post(core: &Rc<Core>, shard: usize, request: Request) {
+    let _ = core.mesh.requests.send_to(shard, Envelope { ticket: u32::MAX, body: request }).await;
+}
+
+impl Core {
+    /// Answers ticket `ticket` of core `origin` (this core or a peer).
+    pub(crate) fn deliver(&self, origin: usize, ticket: u32, response: Response) {
+        if origin == self.index {
+            return self.mesh.complete(ticket, response);
+        }
+        if let Err(glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(env))) =
+            self.mesh.responses.try_send_to(origin, Envelope { ticket, body: response })
+        {
+            // The channel is full: wait for room in a task of its own.
+            if let Some(me) = self.me.upgrade() {
+                glommio::spawn_local(async move {
+                    let _ = me.mesh.responses.send_to(origin, env).await;
+                })
+                .detach();
+            }
+        }
+    }
+}
+
 /// Runs `f` on `shard`'s core (inline when it is this one) and returns its
 /// result.
 pub async fn call<T, F>(core: &Rc<Core>, shard: usize, f: F) -> Option<T>
@@ -201,7 +260,9 @@ where
     F: FnOnce(&Rc<Core>) -> T + Send + 'static,
 {
     if shard == core.index {
-        return Some(f(core));
+        let r = f(core);
+        core.serve_ready();
+        return Some(r);
     }
     let boxed: CallFn = Box::new(move |c| Box::new(f(c)));
     match send(core, shard, Request::Call(boxed)).await.await {
@@ -252,7 +313,19 @@ pub fn serve(
             while let Some(env) = rx.recv().await {
                 let body = match env.body {
                     Request::Batch(batch) => Response::Batch(core.execute_batch(&batch)),
-                    Request::Call(f) => Response::Call(f(&core)),
+                    Request::Call(f) => {
+                        let r = Response::Call(f(&core));
+                        core.serve_ready();
+                        r
+                    }
+                    Request::Block(req) => match core.block(*req) {
+                        Some(r) => r,
+                        None => continue,
+                    },
+                    Request::Unblock(id) => {
+                        core.unblock(id);
+                        continue;
+                    }
                 };
                 let reply = Envelope { ticket: env.ticket, body };
                 if core.mesh.responses.send_to(peer, reply).await.is_err() {

@@ -123,7 +123,7 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     let backlog = setup.config.tcp_backlog as i32;
     let node_port = setup.cluster.shard_port(setup.index);
     let shard = Shard::new(setup.index, setup.count, setup.config);
-    let core = Rc::new(Core::new(shard, setup.cluster, mesh, setup.process));
+    let core = Rc::new_cyclic(|me| Core::new(shard, setup.cluster, mesh, setup.process, me.clone()));
     mesh::serve(&core, requests, responses);
     for addr in &setup.listen {
         let client = listener(*addr, backlog, true)?;

@@ -34,6 +34,13 @@ pub struct Config {
     pub cluster_config_file: String,
     pub zset_max_listpack_entries: u64,
     pub zset_max_listpack_value: u64,
+    /// Largest sparse HyperLogLog before it turns dense.
+    pub hll_sparse_max_bytes: u64,
+    /// Elements (positive) or node bytes (-1..-5: 4..64 KB) per list node.
+    pub list_max_listpack_size: i64,
+    pub hash_max_listpack_entries: u64,
+    pub hash_max_listpack_value: u64,
+    pub set_max_intset_entries: u64,
 }
 
 /// How the process presents itself to Redis Cluster clients.
@@ -81,6 +88,11 @@ impl Default for Config {
             cluster_config_file: String::new(),
             zset_max_listpack_entries: 128,
             zset_max_listpack_value: 64,
+            hll_sparse_max_bytes: 3000,
+            list_max_listpack_size: -2,
+            hash_max_listpack_entries: 512,
+            hash_max_listpack_value: 64,
+            set_max_intset_entries: 512,
         }
     }
 }
@@ -182,6 +194,8 @@ pub static PARAMS: &[Param] = &[
         int_in(v, 0, 65535)? as u16),
     param!("cluster-config-file", false, |c| c.cluster_config_file.clone(), |c, v| c.cluster_config_file =
         one(v)?.to_string()),
+    param!("hll-sparse-max-bytes", true, |c| c.hll_sparse_max_bytes.to_string(), |c, v| c.hll_sparse_max_bytes =
+        memory_in(v, 0)?),
     // No persistence yet: reported as Redis reports it disabled, so tools that
     // read them (redis-benchmark) see the truth.
     param!("save", true, |_c| String::new(), |_c, v| {
@@ -207,6 +221,25 @@ pub static PARAMS: &[Param] = &[
     param!("zset-max-ziplist-value", true, |c| c.zset_max_listpack_value.to_string(), |c, v| c
         .zset_max_listpack_value =
         memory_in(v, 0)?),
+    // Encoding thresholds; the ziplist names are Redis 7.0's aliases.
+    param!("list-max-listpack-size", true, |c| c.list_max_listpack_size.to_string(), |c, v| c.list_max_listpack_size =
+        int_in(v, i32::MIN as i64, i32::MAX as i64)?),
+    param!("list-max-ziplist-size", true, |c| c.list_max_listpack_size.to_string(), |c, v| c.list_max_listpack_size =
+        int_in(v, i32::MIN as i64, i32::MAX as i64)?),
+    param!("hash-max-listpack-entries", true, |c| c.hash_max_listpack_entries.to_string(), |c, v| c
+        .hash_max_listpack_entries =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("hash-max-ziplist-entries", true, |c| c.hash_max_listpack_entries.to_string(), |c, v| c
+        .hash_max_listpack_entries =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("hash-max-listpack-value", true, |c| c.hash_max_listpack_value.to_string(), |c, v| c
+        .hash_max_listpack_value =
+        memory_in(v, 0)?),
+    param!("hash-max-ziplist-value", true, |c| c.hash_max_listpack_value.to_string(), |c, v| c
+        .hash_max_listpack_value =
+        memory_in(v, 0)?),
+    param!("set-max-intset-entries", true, |c| c.set_max_intset_entries.to_string(), |c, v| c.set_max_intset_entries =
+        int_in(v, 0, i64::MAX)? as u64),
 ];
 
 pub fn find_param(name: &str) -> Option<&'static Param> {

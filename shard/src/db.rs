@@ -109,6 +109,13 @@ impl Db {
         }
     }
 
+    /// The live entry for `key`, read-only and untouched, so several can be
+    /// held at once (multi-key set operations).
+    pub fn find(&self, key: &[u8], now: u64) -> Option<&Entry> {
+        let entry = self.table.find(self.table.hash(key), key)?;
+        (!entry.is_expired(now)).then_some(entry)
+    }
+
     pub fn contains(&mut self, key: &[u8], now: u64) -> bool {
         self.peek(key, now).is_some()
     }

@@ -97,3 +97,18 @@ int corekv_parse_range_double(const char *s, size_t len, double *out) {
     if (ok) *out = value;
     return ok;
 }
+
+/* Redis 7.0's blocking timeout: seconds as long double, times 1000, cast to
+ * long long. Returns 1 and sets *ms (LLONG_MIN when out of long long's
+ * range, as the x86 conversion gives), 0 when not a float. */
+int corekv_timeout_ms(const char *s, size_t len, long long *ms) {
+    long double v;
+    if (!parse_long_double(s, len, &v)) return 0;
+    v *= 1000.0L;
+    if (!(v < 9223372036854775808.0L) || !(v > -9223372036854775808.0L)) {
+        *ms = (-9223372036854775807LL - 1);
+    } else {
+        *ms = (long long)v;
+    }
+    return 1;
+}

@@ -4,6 +4,7 @@
 use std::os::raw::{c_char, c_int};
 
 extern "C" {
+    fn corekv_timeout_ms(s: *const c_char, len: usize, ms: *mut i64) -> c_int;
     fn corekv_parse_double(s: *const c_char, len: usize, out: *mut f64) -> c_int;
     fn corekv_incrbyfloat(
         current: *const c_char,
@@ -52,6 +53,15 @@ pub fn format_double(value: f64, buf: &mut DoubleBuf) -> &[u8] {
     // that many, NUL included.
     let n = unsafe { corekv_format_double(value, buf.as_mut_ptr().cast(), buf.len()) };
     &buf[..(n.max(0) as usize).min(buf.len() - 1)]
+}
+
+/// A blocking command's timeout in ms, computed as Redis 7.0 does (long
+/// double seconds × 1000, truncated; `i64::MIN` past the range).
+pub fn timeout_ms(s: &[u8]) -> Option<i64> {
+    let mut out = 0i64;
+    // SAFETY: the C side reads at most `len` bytes and writes one i64.
+    let ok = unsafe { corekv_timeout_ms(s.as_ptr().cast(), s.len(), &mut out) };
+    (ok == 1).then_some(out)
 }
 
 pub enum IncrFloatError {

@@ -15,6 +15,11 @@ pub struct Stats {
 }
 
 pub struct Shard {
+    /// Keys (any database) some client is blocked on: pushes to them are
+    /// recorded in `ready`, for the proxy to serve the waiters.
+    pub watched: std::collections::HashMap<Vec<u8>, usize>,
+    /// (db, key) pushed to since the proxy last served waiters.
+    pub ready: Vec<(usize, Vec<u8>)>,
     pub index: usize,
     pub count: usize,
     pub dbs: Vec<Db>,
@@ -27,6 +32,8 @@ impl Shard {
     pub fn new(index: usize, count: usize, config: Config) -> Self {
         let dbs = (0..config.databases).map(|_| Db::default()).collect();
         Shard {
+            watched: Default::default(),
+            ready: Vec::new(),
             index,
             count,
             dbs,
@@ -62,6 +69,18 @@ impl Shard {
             }
         }
         total
+    }
+
+    /// Notes that `key` may now feed a blocked client (a list push). Costs one
+    /// emptiness check unless some client is blocked on this shard.
+    #[inline]
+    pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
+        if !self.watched.is_empty()
+            && self.watched.contains_key(key)
+            && !self.ready.iter().any(|(d, k)| *d == db && k == key)
+        {
+            self.ready.push((db, key.to_vec()));
+        }
     }
 
     pub fn expired_keys(&self) -> u64 {

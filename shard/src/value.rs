@@ -4,6 +4,9 @@
 
 use crate::args::parse_i64;
 use crate::bytes::CompactBytes;
+use crate::types::hash::Hash;
+use crate::types::list::List;
+use crate::types::set::Set;
 use crate::types::zset::ZSet;
 
 /// Longest string Redis stores as `embstr`.
@@ -19,6 +22,9 @@ pub enum Value {
     /// `Value` stays 24 bytes (the niche of `CompactBytes` holds the tag).
     Raw(Box<Vec<u8>>),
     ZSet(Box<ZSet>),
+    Hash(Box<Hash>),
+    Set(Box<Set>),
+    List(Box<List>),
 }
 
 impl Value {
@@ -47,6 +53,9 @@ impl Value {
         match self {
             Value::Int(_) | Value::Emb(_) | Value::Raw(_) => "string",
             Value::ZSet(_) => "zset",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::List(_) => "list",
         }
     }
 
@@ -56,6 +65,10 @@ impl Value {
             Value::Emb(_) => "embstr",
             Value::Raw(_) => "raw",
             Value::ZSet(z) => z.encoding(),
+            Value::Hash(h) => h.encoding(),
+            Value::Set(s) => s.encoding(),
+            // Redis 7.0 keeps every list as a quicklist.
+            Value::List(_) => "quicklist",
         }
     }
 
@@ -69,7 +82,7 @@ impl Value {
             Value::Int(n) => Some(scratch.format(*n).as_bytes()),
             Value::Emb(b) => Some(b.as_slice()),
             Value::Raw(v) => Some(v.as_slice()),
-            Value::ZSet(_) => None,
+            Value::Hash(_) | Value::Set(_) | Value::List(_) | Value::ZSet(_) => None,
         }
     }
 
@@ -86,6 +99,9 @@ impl Value {
             Value::Emb(b) => b.heap_size(),
             Value::Raw(v) => v.capacity() + std::mem::size_of::<Vec<u8>>(),
             Value::ZSet(z) => z.heap_size(),
+            Value::Hash(h) => h.heap_size(),
+            Value::Set(s) => s.heap_size(),
+            Value::List(l) => l.heap_size() + std::mem::size_of::<List>(),
         }
     }
 
@@ -95,7 +111,7 @@ impl Value {
             Value::Raw(v) => return Some(v),
             Value::Int(n) => itoa::Buffer::new().format(*n).as_bytes().to_vec(),
             Value::Emb(b) => b.as_slice().to_vec(),
-            Value::ZSet(_) => return None,
+            Value::Hash(_) | Value::Set(_) | Value::List(_) | Value::ZSet(_) => return None,
         };
         *self = Value::Raw(Box::new(bytes));
         match self {

@@ -267,7 +267,8 @@ fn getkeys(conn: &mut Connection, args: Args, with_flags: bool) {
     if !spec.arity_ok(argc) {
         return conn.error("ERR Invalid number of arguments specified for command");
     }
-    let keys: Vec<usize> = spec.key_indexes(argc).collect();
+    let rest = Args::new(args.buf(), &args.ranges()[2..]);
+    let keys: Vec<usize> = spec.key_indexes(&rest).collect();
     if keys.is_empty() {
         return conn.error("ERR The command has no key arguments");
     }

@@ -191,7 +191,9 @@ async fn exists_on(conn: &Connection, shard: usize, db: usize, key: Vec<u8>) -> 
 async fn put_on(conn: &Connection, shard: usize, db: usize, key: Vec<u8>, value: Value, expire: Option<u64>) {
     call(&conn.core, shard, move |core| {
         let ttl = expire.map_or(Ttl::Clear, Ttl::At);
-        core.shard.borrow_mut().dbs[db].set(&key, value, ttl, shard::unix_ms());
+        let mut s = core.shard.borrow_mut();
+        s.dbs[db].set(&key, value, ttl, shard::unix_ms());
+        s.signal_ready(db, &key);
     })
     .await;
 }

@@ -2,14 +2,19 @@
 //! introspection and configuration, and the keyspace commands that need
 //! several phases or every shard. One file per family.
 
+mod bits;
 mod connection;
 mod introspection;
 mod keyspace;
+mod lists;
 mod server;
+mod sets;
 mod zsets;
 
+use crate::blocking::BlockWait;
 use crate::cluster::commands as cluster;
 use crate::conn::Connection;
+use shard::commands::set::Op;
 use shard::{Args, CommandSpec};
 
 /// A command that must run after every earlier reply of the batch is in
@@ -41,9 +46,6 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
-        "zunion" | "zinter" | "zdiff" | "zintercard" | "zunionstore" | "zinterstore" | "zdiffstore" | "zmpop" => {
-            return zsets::route(conn, spec, args)
-        }
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
             Some(shard) if shard == conn.core.index => conn.run_local(spec, args),
@@ -59,9 +61,15 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
 }
 
 /// Runs a deferred command; every earlier reply is already in the output.
-pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<'_>) {
+/// A blocking pop that has to wait returns what the connection waits on.
+pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<'_>) -> Option<BlockWait> {
     let spec = deferred.0;
     match spec.name {
+        "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => return lists::blocking(conn, spec.name, args).await,
+        "bzpopmin" | "bzpopmax" | "bzmpop" => return zsets::blocking(conn, spec.name, args).await,
+        "lmove" => lists::lmove(conn, args, false).await,
+        "rpoplpush" => lists::lmove(conn, args, true).await,
+        "lmpop" => lists::lmpop(conn, args).await,
         "info" => server::info(conn, args).await,
         "config|set" => server::config_set(conn, args).await,
         "config|resetstat" => server::config_resetstat(conn).await,
@@ -80,8 +88,20 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         }
         "zrangestore" => zsets::rangestore(conn, args).await,
         "zmpop" => zsets::mpop(conn, args).await,
+        "bitop" => bits::bitop(conn, args).await,
+        "pfcount" => bits::pfcount(conn, args).await,
+        "pfmerge" => bits::pfmerge(conn, args).await,
+        "sinter" => sets::op(conn, args, Op::Inter).await,
+        "sunion" => sets::op(conn, args, Op::Union).await,
+        "sdiff" => sets::op(conn, args, Op::Diff).await,
+        "sinterstore" => sets::store(conn, args, Op::Inter).await,
+        "sunionstore" => sets::store(conn, args, Op::Union).await,
+        "sdiffstore" => sets::store(conn, args, Op::Diff).await,
+        "sintercard" => sets::sintercard(conn, args).await,
+        "smove" => sets::smove(conn, args).await,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
+    None
 }
 
 /// A reply written with the connection's protocol.

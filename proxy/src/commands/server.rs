@@ -36,6 +36,7 @@ pub struct CoreReport {
     pub cpu_sys: f64,
     /// Net bytes allocated by this core's thread.
     pub allocated: i64,
+    pub blocked: u64,
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -72,6 +73,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         cpu_user,
         cpu_sys,
         allocated: (core.process.thread_allocated)(),
+        blocked: core.blocked_here.get(),
     }
 }
 
@@ -137,9 +139,10 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
     }
     if want("clients") {
         let clients: usize = reports.iter().map(|r| r.clients).sum();
+        let blocked: u64 = reports.iter().map(|r| r.blocked).sum();
         section(
             "Clients",
-            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n", config.maxclients),
+            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:{blocked}\r\n", config.maxclients),
         );
     }
     if want("memory") {

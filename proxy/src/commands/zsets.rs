@@ -1,17 +1,14 @@
 //! Sorted-set commands whose keys live on different shards: ZUNION ZINTER
-//! ZDIFF, their STORE forms, ZINTERCARD, ZMPOP and ZRANGESTORE. Commands
-//! taking `numkeys` are routed here (the table cannot list their keys): when
-//! every key is on one shard they run there as usual; otherwise the sets are
-//! copied from their owners over the mesh, combined here with the shard's
+//! ZDIFF, their STORE forms, ZINTERCARD, ZMPOP and ZRANGESTORE. When every
+//! key is on one shard they run there as usual (the table counts `numkeys`
+//! keys); otherwise the sets are copied from their owners over the mesh, combined here with the shard's
 //! own code, and a STORE result is saved on the destination's owner. As with
 //! cross-shard RENAME, the phases are not one atomic step across cores.
 
-use super::{reply, Deferred};
-use crate::cluster::Owner;
+use super::reply;
+use crate::blocking::{BlockOp, BlockWait};
 use crate::conn::Connection;
 use crate::mesh::call;
-use crate::slot::key_slot;
-use shard::args::parse_i64;
 use shard::commands::zset::pop::{parse_mpop, try_pop, Shape};
 use shard::commands::zset::range::{parse_range, range_set};
 use shard::commands::zset::setop::{compute, inter_card, parse_numkeys, parse_opts, reply_result, result_set, Op};
@@ -28,72 +25,6 @@ fn numkeys_at(name: &str) -> (usize, bool) {
         "zunionstore" | "zinterstore" | "zdiffstore" => (2, true),
         _ => (1, false),
     }
-}
-
-/// Every key of a `numkeys` command; `None` when the count is malformed
-/// (the shard's handler then answers with Redis's error).
-fn keys_of<'a>(name: &str, args: &Args<'a>) -> Option<Vec<&'a [u8]>> {
-    let (at, dst) = numkeys_at(name);
-    let n = parse_i64(args.get(at)).filter(|&n| n >= 1 && n as u64 <= (args.len() - at - 1) as u64)? as usize;
-    let mut keys = Vec::with_capacity(n + dst as usize);
-    if dst {
-        keys.push(args.get(1));
-    }
-    keys.extend(args.iter().skip(at + 1).take(n));
-    Some(keys)
-}
-
-/// Redis Cluster's checks for keys the table cannot list: one slot, served
-/// by this connection's node. True when answered with CROSSSLOT or MOVED.
-fn redirected(conn: &mut Connection, keys: &[&[u8]]) -> bool {
-    let view = conn.core.cluster();
-    if !view.enabled() {
-        return false;
-    }
-    let mut slots = keys.iter().map(|k| key_slot(k));
-    let Some(slot) = slots.next() else {
-        return false;
-    };
-    if slots.any(|s| s != slot) {
-        conn.error("CROSSSLOT Keys in request don't hash to the same slot");
-        return true;
-    }
-    let moved = match view.owner(slot) {
-        Owner::Remote { node } => Some(node),
-        Owner::Local { node, .. } if conn.state.port_node.is_some_and(|p| p != node) => Some(node),
-        Owner::Local { .. } => None,
-    };
-    match moved {
-        Some(node) => {
-            conn.error(&format!("MOVED {slot} {}", view.node(node).addr()));
-            true
-        }
-        None => false,
-    }
-}
-
-/// Routes a `numkeys` command: on the one shard owning all its keys, else
-/// deferred to the cross-shard forms below.
-pub fn route(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
-    let Some(keys) = keys_of(spec.name, &args) else {
-        conn.run_local(spec, args);
-        return None;
-    };
-    if redirected(conn, &keys) {
-        return None;
-    }
-    let mut shards = keys.iter().map(|k| conn.core.shard_of(k));
-    let first = shards.next().unwrap_or(conn.core.index);
-    if !shards.all(|s| s == first) {
-        return Some(Deferred(spec));
-    }
-    if first == conn.core.index {
-        conn.run_local(spec, args);
-    } else {
-        let (db, resp3) = (conn.state.db, conn.state.resp3);
-        conn.pipeline.remote(first, spec, db, resp3, args.iter());
-    }
-    None
 }
 
 fn limits(conn: &Connection) -> Limits {
@@ -179,6 +110,7 @@ async fn store_on_owner(conn: &mut Connection, key: Vec<u8>, z: ZSet) {
         s.stats.commands += 1;
         let mut sink = Vec::new();
         store(&mut s.dbs[db], &key, z, shard::unix_ms(), &mut Reply::new(&mut sink, false));
+        s.signal_ready(db, &key);
     })
     .await;
     match done {
@@ -279,4 +211,31 @@ pub async fn mpop(conn: &mut Connection, args: Args<'_>) {
         }
     }
     reply(conn, |r| r.null_array());
+}
+
+/// BZPOPMIN, BZPOPMAX, BZMPOP: serve at once or block. BZMPOP checks its
+/// numkeys, MIN|MAX and COUNT before the timeout, as Redis does.
+pub async fn blocking(conn: &mut Connection, name: &str, args: Args<'_>) -> Option<BlockWait> {
+    let (keys, op, timeout_arg) = if name == "bzmpop" {
+        match parse_mpop(&args, 2) {
+            Ok(p) => {
+                let keys = args.iter().skip(p.first).take(p.numkeys).map(<[u8]>::to_vec).collect();
+                (keys, BlockOp::ZMPop { max: p.max, count: p.count }, 1)
+            }
+            Err(e) => {
+                conn.error(e);
+                return None;
+            }
+        }
+    } else {
+        let keys = args.iter().skip(1).take(args.len() - 2).map(<[u8]>::to_vec).collect();
+        (keys, BlockOp::ZPop { max: name == "bzpopmax" }, args.len() - 1)
+    };
+    match crate::blocking::parse_timeout(args.get(timeout_arg)) {
+        Ok(deadline) => crate::blocking::start(conn, keys, op, deadline).await,
+        Err(e) => {
+            conn.error(e);
+            None
+        }
+    }
 }

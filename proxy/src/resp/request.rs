@@ -75,9 +75,15 @@ impl RequestParser {
         debug_assert!(n <= self.start);
         self.start -= n;
         self.pos -= n;
-        for r in &mut self.args {
-            r.0 -= n as u32;
-            r.1 -= n as u32;
+        if self.in_multibulk {
+            // A frame in progress: its arguments so far move with the bytes.
+            for r in &mut self.args {
+                r.0 -= n as u32;
+                r.1 -= n as u32;
+            }
+        } else {
+            // The last command returned lay in the dropped bytes.
+            self.args.clear();
         }
     }
 

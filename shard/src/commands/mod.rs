@@ -3,8 +3,14 @@
 //! route; `shard` runs the handlers of the commands that execute on the shard
 //! owning their keys. One file per family of commands.
 
+pub mod aggregate;
+pub mod bitmap;
+pub mod hash;
+pub mod hyperloglog;
 pub mod keys;
+pub mod list;
 pub mod server;
+pub mod set;
 pub mod string;
 pub mod zset;
 
@@ -74,6 +80,10 @@ pub struct CommandSpec {
     pub flags: u32,
     /// Key positions as (first, last, step); last -1 means "to the end".
     pub keys: (i32, i32, i32),
+    /// Commands whose keys follow a count (SINTERCARD 2 a b, ZUNIONSTORE d 2
+    /// a b): (index of the count, index of the first of those keys); (0, 0)
+    /// for none. Redis's "keynum" key specs.
+    pub keynum: (u8, u8),
     pub route: Route,
     pub handler: Option<Handler>,
     pub subcommands: &'static [CommandSpec],
@@ -93,13 +103,31 @@ impl CommandSpec {
         self.flags & flag != 0
     }
 
-    /// Indexes of the key arguments in a command of `argc` arguments.
-    pub fn key_indexes(&self, argc: usize) -> impl Iterator<Item = usize> {
+    /// Indexes of the key arguments of a command line: its fixed positions,
+    /// then the keys counted by its numkeys argument (none when the count is
+    /// not a valid number; the handler reports that).
+    pub fn key_indexes(&self, args: &Args) -> impl Iterator<Item = usize> {
+        let argc = args.len();
         let (first, last, step) = self.keys;
         let last = if last < 0 { argc as i32 + last } else { last.min(argc as i32 - 1) };
         let (first, step) = (first.max(0) as usize, step.max(1) as usize);
         let end = if first == 0 { 0 } else { (last + 1).max(0) as usize };
-        (first..end).step_by(step)
+        let (at, from) = (self.keynum.0 as usize, self.keynum.1 as usize);
+        let counted = if at == 0 || at >= argc {
+            0..0
+        } else {
+            match crate::args::parse_i64(args.get(at)) {
+                Some(n) if n > 0 && (n as usize) <= argc.saturating_sub(from) => from..from + n as usize,
+                _ => 0..0,
+            }
+        };
+        (first..end).step_by(step).chain(counted)
+    }
+
+    /// The same spec with keys counted by a numkeys argument.
+    pub const fn with_keynum(mut self, count_at: u8, first_key: u8) -> Self {
+        self.keynum = (count_at, first_key);
+        self
     }
 
     pub fn subcommand(&self, name: &[u8]) -> Option<&'static CommandSpec> {
@@ -120,6 +148,7 @@ macro_rules! cmd {
             arity: $arity,
             flags: $flags,
             keys: $keys,
+            keynum: (0, 0),
             route: $route,
             handler: $handler,
             subcommands: $subs,
@@ -147,7 +176,17 @@ pub(crate) mod prelude {
 
 /// Every command corekv serves, one table per family (each family file
 /// declares its own; subcommand tables live with their families).
-pub static FAMILIES: &[&[CommandSpec]] = &[server::COMMANDS, keys::COMMANDS, string::COMMANDS, zset::COMMANDS];
+pub static FAMILIES: &[&[CommandSpec]] = &[
+    server::COMMANDS,
+    keys::COMMANDS,
+    string::COMMANDS,
+    bitmap::COMMANDS,
+    hyperloglog::COMMANDS,
+    hash::COMMANDS,
+    set::COMMANDS,
+    list::COMMANDS,
+    zset::COMMANDS,
+];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
@@ -171,6 +210,13 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
         Some(handler) => handler(shard, ctx, args),
         None => ctx.reply.error(&format!("ERR command '{}' cannot run on a shard", spec.name)),
     }
+    // Any write may hand a blocked client its data (a push, ZADD, a STORE,
+    // RENAME onto a watched key); the owner checks the key's type and size.
+    if !shard.watched.is_empty() && spec.has_flag(flags::WRITE) {
+        for i in spec.key_indexes(&args) {
+            shard.signal_ready(ctx.db, args.get(i));
+        }
+    }
 }
 
 /// `ERR wrong number of arguments for '<name>' command`.
@@ -185,11 +231,24 @@ mod tests {
     #[test]
     fn key_positions() {
         let find = |n: &str| all().find(|c| c.name == n).unwrap();
-        assert_eq!(find("mset").key_indexes(5).collect::<Vec<_>>(), vec![1, 3]);
-        assert_eq!(find("del").key_indexes(4).collect::<Vec<_>>(), vec![1, 2, 3]);
-        assert_eq!(find("rename").key_indexes(3).collect::<Vec<_>>(), vec![1, 2]);
-        assert_eq!(find("ping").key_indexes(2).count(), 0);
-        assert_eq!(find("get").key_indexes(2).collect::<Vec<_>>(), vec![1]);
+        let keys = |n: &str, line: &str| {
+            let words: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+            let mut buf = Vec::new();
+            let mut ranges = Vec::new();
+            for w in words {
+                ranges.push((buf.len() as u32, (buf.len() + w.len()) as u32));
+                buf.extend_from_slice(w);
+            }
+            find(n).key_indexes(&Args::new(&buf, &ranges)).collect::<Vec<_>>()
+        };
+        assert_eq!(keys("mset", "mset a 1 b 2"), vec![1, 3]);
+        assert_eq!(keys("del", "del a b c"), vec![1, 2, 3]);
+        assert_eq!(keys("rename", "rename a b"), vec![1, 2]);
+        assert_eq!(keys("ping", "ping x"), Vec::<usize>::new());
+        assert_eq!(keys("get", "get a"), vec![1]);
+        assert_eq!(keys("sintercard", "sintercard 2 a b LIMIT 1"), vec![2, 3]);
+        assert_eq!(keys("sintercard", "sintercard 9 a b"), Vec::<usize>::new());
+        assert_eq!(keys("sintercard", "sintercard x a"), Vec::<usize>::new());
     }
 
     #[test]

@@ -1,0 +1,166 @@
+//! List commands whose keys span shards (LMOVE, RPOPLPUSH, LMPOP) and the
+//! blocking pops, which wait through `crate::blocking`.
+
+use super::reply;
+use crate::blocking::{BlockOp, BlockWait};
+use crate::conn::Connection;
+use crate::mesh::call;
+use shard::commands::list::{lmove_put, lmove_take, parse_mpop, parse_side, try_mpop};
+use shard::commands::Ctx;
+use shard::reply::errors::{SYNTAX, WRONGTYPE};
+use shard::value::Value;
+use shard::{Args, Reply};
+
+/// Runs `f` against `shard`'s data with a scratch reply buffer; returns what
+/// `f` returned and the reply bytes.
+async fn on_shard<T: Send + 'static>(
+    conn: &Connection,
+    shard: usize,
+    f: impl FnOnce(&mut shard::Shard, &mut Ctx) -> T + Send + 'static,
+) -> Option<(T, Vec<u8>)> {
+    let (db, resp3) = (conn.state.db, conn.state.resp3);
+    call(&conn.core, shard, move |core| {
+        let mut out = Vec::new();
+        let mut ctx = Ctx { db, now: shard::unix_ms(), reply: Reply::new(&mut out, resp3) };
+        let r = f(&mut core.shard.borrow_mut(), &mut ctx);
+        (r, out)
+    })
+    .await
+}
+
+/// Whether `key` on `shard` is missing or a list.
+async fn list_or_missing(conn: &Connection, shard: usize, key: Vec<u8>) -> bool {
+    on_shard(conn, shard, move |s, ctx| {
+        matches!(s.dbs[ctx.db].peek(&key, ctx.now).map(|e| &e.value), None | Some(Value::List(_)))
+    })
+    .await
+    .is_some_and(|(ok, _)| ok)
+}
+
+/// LMOVE/RPOPLPUSH with source and destination on different shards: check
+/// both types, take from the source, push to the destination (putting the
+/// element back if the destination changed type in between).
+pub async fn lmove(conn: &mut Connection, args: Args<'_>, rpoplpush: bool) {
+    let (from_head, to_head) = if rpoplpush {
+        (false, true)
+    } else {
+        match (parse_side(args.get(3)), parse_side(args.get(4))) {
+            (Some(f), Some(t)) => (f, t),
+            _ => return conn.error(SYNTAX),
+        }
+    };
+    let (src, dst) = (args.get(1).to_vec(), args.get(2).to_vec());
+    let (from, to) = (conn.core.shard_of(&src), conn.core.shard_of(&dst));
+    let probe = src.clone();
+    let src_state = on_shard(conn, from, move |s, ctx| match s.dbs[ctx.db].peek(&probe, ctx.now).map(|e| &e.value) {
+        None => Some(false),
+        Some(Value::List(l)) => Some(!l.is_empty()),
+        Some(_) => None,
+    })
+    .await
+    .and_then(|(r, _)| r);
+    match src_state {
+        None => return conn.error(WRONGTYPE),
+        Some(false) => return reply(conn, |r| r.null()),
+        Some(true) => {}
+    }
+    if !list_or_missing(conn, to, dst.clone()).await {
+        return conn.error(WRONGTYPE);
+    }
+    let taken = on_shard(conn, from, move |s, ctx| lmove_take(s, ctx, &src, None, from_head).ok().flatten()).await;
+    let Some((Some(value), _)) = taken else {
+        return reply(conn, |r| r.null());
+    };
+    let (v, db) = (value.clone(), conn.state.db);
+    let put =
+        call(&conn.core, to, move |c| lmove_put(&mut c.shard.borrow_mut(), db, shard::unix_ms(), &dst, &v, to_head))
+            .await;
+    if put != Some(true) {
+        let (v, src) = (value.clone(), args.get(1).to_vec());
+        call(&conn.core, from, move |c| {
+            lmove_put(&mut c.shard.borrow_mut(), db, shard::unix_ms(), &src, &v, from_head)
+        })
+        .await;
+        return conn.error(WRONGTYPE);
+    }
+    reply(conn, |r| r.bulk(&value));
+}
+
+/// LMPOP over keys on several shards: the first key, in order, with
+/// elements.
+pub async fn lmpop(conn: &mut Connection, args: Args<'_>) {
+    let mp = match parse_mpop(&args, 1, parse_side) {
+        Ok(mp) => mp,
+        Err(e) => return conn.error(e),
+    };
+    for i in mp.keys {
+        let key = args.get(i).to_vec();
+        let shard = conn.core.shard_of(&key);
+        let (from_head, count) = (mp.from_head, mp.count);
+        if let Some((true, bytes)) =
+            on_shard(conn, shard, move |s, ctx| try_mpop(s, ctx, &[&key], from_head, count)).await
+        {
+            return conn.pipeline.local(|out| out.extend_from_slice(&bytes));
+        }
+    }
+    reply(conn, |r| r.null_array());
+}
+
+/// BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP: serve at once or block.
+pub async fn blocking(conn: &mut Connection, name: &str, args: Args<'_>) -> Option<BlockWait> {
+    let timeout_arg = match name {
+        "blmpop" => 1,
+        _ => args.len() - 1,
+    };
+    let (keys, op) = match name {
+        "blpop" | "brpop" => {
+            let keys = (1..args.len() - 1).map(|i| args.get(i).to_vec()).collect::<Vec<_>>();
+            (keys, BlockOp::Pop { from_head: name == "blpop" })
+        }
+        "blmove" | "brpoplpush" => {
+            let (from_head, to_head) = if name == "brpoplpush" {
+                (false, true)
+            } else {
+                match (parse_side(args.get(3)), parse_side(args.get(4))) {
+                    (Some(f), Some(t)) => (f, t),
+                    _ => {
+                        conn.error(SYNTAX);
+                        return None;
+                    }
+                }
+            };
+            let dst = args.get(2).to_vec();
+            let dst_shard = conn.core.shard_of(&dst);
+            (vec![args.get(1).to_vec()], BlockOp::Move { dst, dst_shard, from_head, to_head })
+        }
+        _ => (Vec::new(), BlockOp::Pop { from_head: true }),
+    };
+    let deadline = match crate::blocking::parse_timeout(args.get(timeout_arg)) {
+        Ok(d) => d,
+        Err(e) => {
+            conn.error(e);
+            return None;
+        }
+    };
+    let (keys, op) = if name == "blmpop" {
+        match parse_mpop(&args, 2, parse_side) {
+            Ok(mp) => (
+                mp.keys.map(|i| args.get(i).to_vec()).collect(),
+                BlockOp::MPop { from_head: mp.from_head, count: mp.count },
+            ),
+            Err(e) => {
+                conn.error(e);
+                return None;
+            }
+        }
+    } else {
+        (keys, op)
+    };
+    if let BlockOp::Move { dst, dst_shard, .. } = &op {
+        if *dst_shard != conn.core.shard_of(&keys[0]) && !list_or_missing(conn, *dst_shard, dst.clone()).await {
+            conn.error(WRONGTYPE);
+            return None;
+        }
+    }
+    crate::blocking::start(conn, keys, op, deadline).await
+}

@@ -1,0 +1,217 @@
+//! Set commands whose keys live on different shards: SINTER SUNION SDIFF,
+//! their STORE forms, SINTERCARD and SMOVE. The member sets are gathered
+//! from their owners over the mesh (one call per owning shard), combined
+//! here with the shard's own set algebra, and a STORE result is saved on
+//! the destination's owner. The phases are not one atomic step across
+//! cores (as with cross-shard RENAME).
+
+use super::reply;
+use crate::conn::Connection;
+use crate::mesh::call;
+use shard::commands::set::{add_member, inter_card, parse_sintercard, reply_op, save, store_op, Op};
+use shard::reply::errors::WRONGTYPE;
+use shard::types::set::Set;
+use shard::value::Value;
+use shard::Args;
+
+const LOST: &str = "ERR shard unavailable (server shutting down)";
+
+/// What a shard found at one key.
+enum Found {
+    Missing,
+    WrongType,
+    Set(Box<Set>),
+}
+
+/// Why gathering failed.
+enum Failed {
+    WrongType,
+    Lost,
+}
+
+/// Keys bound for one shard, with their positions in the request.
+type ShardKeys = (usize, Vec<(usize, Vec<u8>)>);
+
+/// Copies of the sets at `keys` (`None`: missing), in key order.
+async fn gather(conn: &Connection, keys: &[&[u8]]) -> Result<Vec<Option<Box<Set>>>, Failed> {
+    let db = conn.state.db;
+    let mut groups: Vec<ShardKeys> = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let shard = conn.core.shard_of(k);
+        let item = (i, k.to_vec());
+        match groups.iter_mut().find(|g| g.0 == shard) {
+            Some(g) => g.1.push(item),
+            None => groups.push((shard, vec![item])),
+        }
+    }
+    let mut out: Vec<Option<Box<Set>>> = (0..keys.len()).map(|_| None).collect();
+    let mut wrong = false;
+    for (shard, keys) in groups {
+        let found = call(&conn.core, shard, move |core| {
+            let mut s = core.shard.borrow_mut();
+            let now = shard::unix_ms();
+            let mut found = Vec::with_capacity(keys.len());
+            for (i, k) in keys {
+                let f = match s.dbs[db].get(&k, now).map(|e| &e.value) {
+                    None => Found::Missing,
+                    Some(Value::Set(set)) => Found::Set(set.clone()),
+                    Some(_) => Found::WrongType,
+                };
+                match f {
+                    Found::Missing => s.stats.keyspace_misses += 1,
+                    _ => s.stats.keyspace_hits += 1,
+                }
+                found.push((i, f));
+            }
+            s.stats.commands += 1;
+            found
+        })
+        .await
+        .ok_or(Failed::Lost)?;
+        for (i, f) in found {
+            match f {
+                Found::Set(set) => out[i] = Some(set),
+                Found::WrongType => wrong = true,
+                Found::Missing => {}
+            }
+        }
+    }
+    if wrong {
+        return Err(Failed::WrongType);
+    }
+    Ok(out)
+}
+
+fn fail(conn: &mut Connection, f: Failed) {
+    conn.error(match f {
+        Failed::WrongType => WRONGTYPE,
+        Failed::Lost => LOST,
+    })
+}
+
+fn max_intset(conn: &Connection) -> usize {
+    conn.core.config().set_max_intset_entries as usize
+}
+
+/// SINTER, SUNION, SDIFF over shards.
+pub async fn op(conn: &mut Connection, args: Args<'_>, op: Op) {
+    let keys: Vec<&[u8]> = args.iter().skip(1).collect();
+    match gather(conn, &keys).await {
+        Ok(sets) => {
+            let refs: Vec<Option<&Set>> = sets.iter().map(|s| s.as_deref()).collect();
+            let max = max_intset(conn);
+            reply(conn, |r| reply_op(r, op, &refs, max));
+        }
+        Err(f) => fail(conn, f),
+    }
+}
+
+/// SINTERSTORE, SUNIONSTORE, SDIFFSTORE over shards.
+pub async fn store(conn: &mut Connection, args: Args<'_>, op: Op) {
+    let keys: Vec<&[u8]> = args.iter().skip(2).collect();
+    let sets = match gather(conn, &keys).await {
+        Ok(sets) => sets,
+        Err(f) => return fail(conn, f),
+    };
+    let refs: Vec<Option<&Set>> = sets.iter().map(|s| s.as_deref()).collect();
+    let result = store_op(op, &refs, max_intset(conn));
+    drop(refs);
+    let (dst, db) = (args.get(1).to_vec(), conn.state.db);
+    let owner = conn.core.shard_of(&dst);
+    let saved =
+        call(&conn.core, owner, move |core| save(&mut core.shard.borrow_mut().dbs[db], &dst, result, shard::unix_ms()))
+            .await;
+    match saved {
+        Some(n) => reply(conn, |r| r.int(n as i64)),
+        None => conn.error(LOST),
+    }
+}
+
+/// SINTERCARD over shards.
+pub async fn sintercard(conn: &mut Connection, args: Args<'_>) {
+    let (numkeys, limit) = match parse_sintercard(&args) {
+        Ok(p) => p,
+        Err(e) => return conn.error(e),
+    };
+    let keys: Vec<&[u8]> = args.iter().skip(2).take(numkeys).collect();
+    match gather(conn, &keys).await {
+        Ok(sets) => {
+            let refs: Vec<Option<&Set>> = sets.iter().map(|s| s.as_deref()).collect();
+            let n = inter_card(&refs, limit);
+            reply(conn, |r| r.int(n as i64));
+        }
+        Err(f) => fail(conn, f),
+    }
+}
+
+/// What the source's shard did for SMOVE.
+enum Taken {
+    Missing,
+    WrongType,
+    NotMember,
+    Moved,
+}
+
+/// SMOVE with source and destination on different shards: check the
+/// destination's type, take the member out of the source, add it to the
+/// destination.
+pub async fn smove(conn: &mut Connection, args: Args<'_>) {
+    let (src, dst, member) = (args.get(1).to_vec(), args.get(2).to_vec(), args.get(3).to_vec());
+    let (from, to) = (conn.core.shard_of(&src), conn.core.shard_of(&dst));
+    let db = conn.state.db;
+    let key = dst.clone();
+    let dst_wrong = call(&conn.core, to, move |core| {
+        let mut s = core.shard.borrow_mut();
+        s.dbs[db].get(&key, shard::unix_ms()).is_some_and(|e| !matches!(e.value, Value::Set(_)))
+    })
+    .await;
+    let Some(dst_wrong) = dst_wrong else { return conn.error(LOST) };
+    let m = member.clone();
+    let taken = call(&conn.core, from, move |core| {
+        let mut s = core.shard.borrow_mut();
+        let now = shard::unix_ms();
+        let db = &mut s.dbs[db];
+        let set = match db.get(&src, now).map(|e| &mut e.value) {
+            None => return Taken::Missing,
+            Some(Value::Set(set)) => set,
+            Some(_) => return Taken::WrongType,
+        };
+        if dst_wrong {
+            return Taken::WrongType;
+        }
+        if !set.remove(&m) {
+            return Taken::NotMember;
+        }
+        if set.is_empty() {
+            db.remove(&src, now);
+        }
+        Taken::Moved
+    })
+    .await;
+    match taken {
+        None => conn.error(LOST),
+        Some(Taken::Missing) | Some(Taken::NotMember) => reply(conn, |r| r.int(0)),
+        Some(Taken::WrongType) => conn.error(WRONGTYPE),
+        Some(Taken::Moved) => {
+            let max = max_intset(conn);
+            let m = member.clone();
+            let added = call(&conn.core, to, move |core| {
+                add_member(&mut core.shard.borrow_mut().dbs[db], &dst, &m, max, shard::unix_ms())
+            })
+            .await;
+            match added {
+                Some(true) => reply(conn, |r| r.int(1)),
+                Some(false) => {
+                    // The destination changed type in between: put it back.
+                    let src = args.get(1).to_vec();
+                    call(&conn.core, from, move |core| {
+                        add_member(&mut core.shard.borrow_mut().dbs[db], &src, &member, max, shard::unix_ms())
+                    })
+                    .await;
+                    conn.error(WRONGTYPE)
+                }
+                None => conn.error(LOST),
+            }
+        }
+    }
+}
