@@ -11,7 +11,9 @@ use crate::conn::Connection;
 use crate::mesh::call;
 use shard::commands::zset::pop::{parse_mpop, try_pop, Shape};
 use shard::commands::zset::range::{parse_range, range_set};
-use shard::commands::zset::setop::{compute, inter_card, parse_numkeys, parse_opts, reply_result, result_set, Op};
+use shard::commands::zset::setop::{
+    compute, input_copy, inter_card, parse_numkeys, parse_opts, reply_result, result_set, Op,
+};
 use shard::commands::zset::{store, zset_read, WrongType};
 use shard::reply::errors::WRONGTYPE;
 use shard::types::zset::{Limits, ZSet};
@@ -75,10 +77,11 @@ async fn gather(conn: &Connection, keys: &[&[u8]]) -> Result<Vec<Option<Box<ZSet
             let now = shard::unix_ms();
             s.stats.commands += 1;
             let mut found = Vec::with_capacity(keys.len());
+            let limits = shard::commands::zset::limits(&s);
             for (i, k) in keys {
-                let f = match zset_read(&mut s, db, &k, now) {
+                let f = match input_copy(&mut s.dbs[db], &k, now, limits) {
                     Ok(None) => Found::Missing,
-                    Ok(Some(z)) => Found::Set(Box::new(z.clone())),
+                    Ok(Some(z)) => Found::Set(Box::new(z)),
                     Err(WrongType) => Found::WrongType,
                 };
                 found.push((i, f));

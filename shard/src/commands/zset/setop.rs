@@ -1,9 +1,9 @@
 //! ZUNION, ZINTER, ZDIFF, their STORE forms and ZINTERCARD on one shard
 //! (Redis's zunionInterDiffGenericCommand). The computation takes borrowed
 //! sets, so the proxy runs the same code over sets gathered from several
-//! shards.
+//! shards. Plain sets are inputs too, every member scored 1, as in Redis.
 
-use super::{reply_elements, reply_pair, zset_mut, WrongType};
+use super::{reply_elements, reply_pair, WrongType};
 use crate::args::{parse_i64, Args};
 use crate::commands::Ctx;
 use crate::db::Db;
@@ -11,6 +11,7 @@ use crate::numbers::parse_double;
 use crate::reply::errors::*;
 use crate::reply::Reply;
 use crate::shard::Shard;
+use crate::types::set::Set;
 use crate::types::zset::{cmp_key, Limits, ZSet};
 use crate::value::Value;
 
@@ -219,34 +220,62 @@ pub fn result_set(result: &[(f64, &[u8])], limits: Limits) -> ZSet {
     ZSet::from_sorted(result.iter().copied(), result.len(), max_len, limits)
 }
 
-/// Runs `f` over the sorted sets at `keys` (`None`: missing), or fails
-/// with WRONGTYPE before reading any. The sets are moved out of the
-/// database for the call so that several can be borrowed at once (a key
-/// may be named twice), and moved back afterwards.
+/// A plain set as the set algebra reads it: every member scored 1, as
+/// Redis's ZUNION/ZINTER/ZDIFF (and STORE forms, ZINTERCARD) accept sets.
+pub fn scored_set(set: &Set, limits: Limits) -> ZSet {
+    let mut members: Vec<Vec<u8>> = set.iter().map(|item| item.to_vec()).collect();
+    members.sort_unstable();
+    let max_len = members.iter().map(Vec::len).max().unwrap_or(0);
+    ZSet::from_sorted(members.iter().map(|m| (1.0, m.as_slice())), members.len(), max_len, limits)
+}
+
+/// An input of the set algebra, copied: a sorted set, or a plain set scored
+/// by `scored_set`. `Ok(None)` when missing.
+pub fn input_copy(db: &mut Db, key: &[u8], now: u64, limits: Limits) -> Result<Option<ZSet>, WrongType> {
+    match db.get(key, now).map(|e| &e.value) {
+        None => Ok(None),
+        Some(Value::ZSet(z)) => Ok(Some((**z).clone())),
+        Some(Value::Set(set)) => Ok(Some(scored_set(set, limits))),
+        Some(_) => Err(WrongType),
+    }
+}
+
+/// Runs `f` over the inputs at `keys` (`None`: missing), or fails with
+/// WRONGTYPE before reading any. Sorted sets are moved out of the database
+/// for the call so that several can be borrowed at once (a key may be named
+/// twice), and moved back afterwards; plain sets are read as scored copies.
 pub fn with_sets<R>(
     db: &mut Db,
     keys: &[&[u8]],
     now: u64,
+    limits: Limits,
     f: impl FnOnce(&[Option<&ZSet>]) -> R,
 ) -> Result<R, WrongType> {
     for key in keys {
-        zset_mut(db, key, now)?;
+        if !matches!(db.get(key, now).map(|e| &e.value), None | Some(Value::ZSet(_) | Value::Set(_))) {
+            return Err(WrongType);
+        }
     }
-    let mut taken: Vec<(&[u8], Box<ZSet>)> = Vec::new();
+    // (key, set, whether it goes back into the database)
+    let mut taken: Vec<(&[u8], Box<ZSet>, bool)> = Vec::new();
     let mut slots: Vec<Option<usize>> = Vec::with_capacity(keys.len());
     for &key in keys {
-        if let Some(i) = taken.iter().position(|(k, _)| *k == key) {
+        if let Some(i) = taken.iter().position(|(k, _, _)| *k == key) {
             slots.push(Some(i));
             continue;
         }
-        let moved = match db.get(key, now) {
-            Some(e) if matches!(e.value, Value::ZSet(_)) => std::mem::replace(&mut e.value, Value::Int(0)),
-            _ => Value::Int(0),
+        let (moved, owned) = match db.get(key, now) {
+            Some(e) => match &e.value {
+                Value::ZSet(_) => (std::mem::replace(&mut e.value, Value::Int(0)), true),
+                Value::Set(set) => (Value::ZSet(Box::new(scored_set(set, limits))), false),
+                _ => (Value::Int(0), false),
+            },
+            None => (Value::Int(0), false),
         };
         match moved {
             Value::ZSet(z) => {
                 slots.push(Some(taken.len()));
-                taken.push((key, z));
+                taken.push((key, z, owned));
             }
             _ => slots.push(None),
         }
@@ -255,9 +284,11 @@ pub fn with_sets<R>(
         let refs: Vec<Option<&ZSet>> = slots.iter().map(|s| s.and_then(|i| taken.get(i)).map(|t| &*t.1)).collect();
         f(&refs)
     };
-    for (key, z) in taken {
-        if let Some(e) = db.get(key, now) {
-            e.value = Value::ZSet(z);
+    for (key, z, owned) in taken {
+        if owned {
+            if let Some(e) = db.get(key, now) {
+                e.value = Value::ZSet(z);
+            }
         }
     }
     Ok(result)
@@ -273,7 +304,7 @@ fn setop_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, op: Op, name: &str, s
     let limits = super::limits(s);
     let db = &mut s.dbs[ctx.db];
     let r = &mut ctx.reply;
-    let stored = with_sets(db, &keys, ctx.now, |srcs| {
+    let stored = with_sets(db, &keys, ctx.now, limits, |srcs| {
         let o = match parse_opts(&args, at, numkeys, op, store, false) {
             Ok(o) => o,
             Err(e) => {
@@ -326,8 +357,9 @@ pub fn zintercard(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Err(e) => return ctx.reply.error(&e),
     };
     let keys: Vec<&[u8]> = args.iter().skip(2).take(numkeys).collect();
+    let limits = super::limits(s);
     let r = &mut ctx.reply;
-    let done = with_sets(&mut s.dbs[ctx.db], &keys, ctx.now, |srcs| {
+    let done = with_sets(&mut s.dbs[ctx.db], &keys, ctx.now, limits, |srcs| {
         match parse_opts(&args, 1, numkeys, Op::Inter, false, true) {
             Ok(o) => r.int(inter_card(srcs, o.limit) as i64),
             Err(e) => r.error(e),
