@@ -2,11 +2,12 @@
 //! The open-loop run must charge every request scheduled during a freeze
 //! with the time it waited; a closed-loop run of the same shape only ever
 //! has `clients` requests caught in each freeze, so its p99 hides it.
+//! The same holds against a real redis-server slowed by `DEBUG SLEEP`.
 
 mod common;
 
-use common::bench;
 use common::fake_server::{Behaviour, FakeServer};
+use common::{bench, Redis};
 use std::time::Duration;
 
 const STALL_MS: f64 = 200.0;
@@ -61,4 +62,52 @@ fn open_loop_warmup_is_excluded() {
     r.assert_clean();
     let ops = r.num("ops");
     assert!((350.0..=650.0).contains(&ops), "expected ~500 measured requests, got {ops}");
+}
+
+#[test]
+fn debug_sleep_on_real_redis_shows_in_open_loop_p999() {
+    let redis = Redis::start(&["--enable-debug-command", "yes"]);
+    let port = redis.port.to_string();
+    // A second client freezes the server for 200 ms twice during the run.
+    let sleeper = {
+        let port = port.clone();
+        std::thread::spawn(move || {
+            for _ in 0..2 {
+                std::thread::sleep(Duration::from_millis(900));
+                let out = std::process::Command::new("redis-cli")
+                    .args(["-p", &port, "DEBUG", "SLEEP", "0.2"])
+                    .output()
+                    .expect("redis-cli");
+                assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
+            }
+        })
+    };
+    let r = bench(&[
+        "-p",
+        &port,
+        "-t",
+        "1",
+        "-c",
+        "4",
+        "--ratio",
+        "1:1",
+        "--key-maximum",
+        "999",
+        "--test-time",
+        "2.5",
+        "--rate",
+        "1000",
+        "--seed",
+        "3",
+    ]);
+    sleeper.join().unwrap();
+    r.assert_clean();
+    eprintln!("{}", r.stdout);
+    // ~400 of ~2500 requests were scheduled during the two freezes.
+    let p999_ms = r.num("latency_us/p99.9") / 1000.0;
+    assert!(
+        p999_ms >= 0.9 * STALL_MS,
+        "open-loop p99.9 {p999_ms} ms hides two {STALL_MS} ms DEBUG SLEEPs\n{}",
+        r.stdout
+    );
 }
