@@ -1,30 +1,12 @@
 //! Random command sequences run on a shard through the command table agree
 //! with a simple model of the keyspace (a map of byte strings).
 
-use proptest::prelude::*;
-use shard::commands::all;
-use shard::commands::{execute, resolve, Ctx};
-use shard::{Args, Config, Reply, Shard};
-use std::collections::HashMap;
+mod common;
 
-/// Runs one command on the shard and returns its raw RESP reply.
-fn run(shard: &mut Shard, words: &[Vec<u8>]) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut ranges = Vec::new();
-    for w in words {
-        let s = buf.len() as u32;
-        buf.extend_from_slice(w);
-        ranges.push((s, buf.len() as u32));
-    }
-    let args = Args::new(&buf, &ranges);
-    let name = String::from_utf8_lossy(&words[0]).to_lowercase();
-    let spec = all().find(|c| c.name == name).expect("known command");
-    let spec = resolve(spec, &args).expect("known subcommand");
-    let mut out = Vec::new();
-    let mut ctx = Ctx { db: 0, now: 1_000_000, reply: Reply::new(&mut out, false) };
-    execute(spec, shard, &mut ctx, args);
-    out
-}
+use common::run_raw as run;
+use proptest::prelude::*;
+use shard::{Config, Shard};
+use std::collections::HashMap;
 
 fn bulk(v: Option<&Vec<u8>>) -> Vec<u8> {
     match v {

@@ -3,31 +3,15 @@
 //! across both encodings: the thresholds are small and bulk adds build trees
 //! several levels deep. The tree's invariants are checked after every case.
 
+mod common;
+
+use common::run_raw as run;
 use proptest::prelude::*;
-use shard::commands::{all, execute, resolve, Ctx};
 use shard::numbers::format_double;
 use shard::types::zset::cmp_key;
 use shard::value::Value;
-use shard::{Args, Config, Reply, Shard};
+use shard::{Config, Shard};
 use std::collections::{BTreeMap, HashMap};
-
-fn run(shard: &mut Shard, words: &[Vec<u8>]) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut ranges = Vec::new();
-    for w in words {
-        let s = buf.len() as u32;
-        buf.extend_from_slice(w);
-        ranges.push((s, buf.len() as u32));
-    }
-    let args = Args::new(&buf, &ranges);
-    let name = String::from_utf8_lossy(&words[0]).to_lowercase();
-    let spec = all().find(|c| c.name == name).expect("known command");
-    let spec = resolve(spec, &args).expect("known subcommand");
-    let mut out = Vec::new();
-    let mut ctx = Ctx { db: 0, now: 1_000_000, reply: Reply::new(&mut out, false) };
-    execute(spec, shard, &mut ctx, args);
-    out
-}
 
 /// Expected RESP2 replies.
 struct Out(Vec<u8>);

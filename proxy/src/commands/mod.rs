@@ -4,6 +4,7 @@
 
 mod bits;
 mod connection;
+mod gather;
 mod introspection;
 mod keyspace;
 mod lists;

@@ -5,6 +5,7 @@
 //! the destination's owner. The phases are not one atomic step across
 //! cores (as with cross-shard RENAME).
 
+use super::gather::{fail, gather, WrongType, LOST};
 use super::reply;
 use crate::conn::Connection;
 use crate::mesh::call;
@@ -14,79 +15,13 @@ use shard::types::set::Set;
 use shard::value::Value;
 use shard::Args;
 
-const LOST: &str = "ERR shard unavailable (server shutting down)";
-
-/// What a shard found at one key.
-enum Found {
-    Missing,
-    WrongType,
-    Set(Box<Set>),
-}
-
-/// Why gathering failed.
-enum Failed {
-    WrongType,
-    Lost,
-}
-
-/// Keys bound for one shard, with their positions in the request.
-type ShardKeys = (usize, Vec<(usize, Vec<u8>)>);
-
-/// Copies of the sets at `keys` (`None`: missing), in key order.
-async fn gather(conn: &Connection, keys: &[&[u8]]) -> Result<Vec<Option<Box<Set>>>, Failed> {
-    let db = conn.state.db;
-    let mut groups: Vec<ShardKeys> = Vec::new();
-    for (i, k) in keys.iter().enumerate() {
-        let shard = conn.core.shard_of(k);
-        let item = (i, k.to_vec());
-        match groups.iter_mut().find(|g| g.0 == shard) {
-            Some(g) => g.1.push(item),
-            None => groups.push((shard, vec![item])),
-        }
+/// A copy of the set at `key`.
+fn read_set(s: &mut shard::Shard, db: usize, key: &[u8], now: u64) -> Result<Option<Box<Set>>, WrongType> {
+    match s.dbs[db].get(key, now).map(|e| &e.value) {
+        None => Ok(None),
+        Some(Value::Set(set)) => Ok(Some(set.clone())),
+        Some(_) => Err(WrongType),
     }
-    let mut out: Vec<Option<Box<Set>>> = (0..keys.len()).map(|_| None).collect();
-    let mut wrong = false;
-    for (shard, keys) in groups {
-        let found = call(&conn.core, shard, move |core| {
-            let mut s = core.shard.borrow_mut();
-            let now = shard::unix_ms();
-            let mut found = Vec::with_capacity(keys.len());
-            for (i, k) in keys {
-                let f = match s.dbs[db].get(&k, now).map(|e| &e.value) {
-                    None => Found::Missing,
-                    Some(Value::Set(set)) => Found::Set(set.clone()),
-                    Some(_) => Found::WrongType,
-                };
-                match f {
-                    Found::Missing => s.stats.keyspace_misses += 1,
-                    _ => s.stats.keyspace_hits += 1,
-                }
-                found.push((i, f));
-            }
-            s.stats.commands += 1;
-            found
-        })
-        .await
-        .ok_or(Failed::Lost)?;
-        for (i, f) in found {
-            match f {
-                Found::Set(set) => out[i] = Some(set),
-                Found::WrongType => wrong = true,
-                Found::Missing => {}
-            }
-        }
-    }
-    if wrong {
-        return Err(Failed::WrongType);
-    }
-    Ok(out)
-}
-
-fn fail(conn: &mut Connection, f: Failed) {
-    conn.error(match f {
-        Failed::WrongType => WRONGTYPE,
-        Failed::Lost => LOST,
-    })
 }
 
 fn max_intset(conn: &Connection) -> usize {
@@ -96,7 +31,7 @@ fn max_intset(conn: &Connection) -> usize {
 /// SINTER, SUNION, SDIFF over shards.
 pub async fn op(conn: &mut Connection, args: Args<'_>, op: Op) {
     let keys: Vec<&[u8]> = args.iter().skip(1).collect();
-    match gather(conn, &keys).await {
+    match gather(conn, &keys, read_set).await {
         Ok(sets) => {
             let refs: Vec<Option<&Set>> = sets.iter().map(|s| s.as_deref()).collect();
             let max = max_intset(conn);
@@ -109,7 +44,7 @@ pub async fn op(conn: &mut Connection, args: Args<'_>, op: Op) {
 /// SINTERSTORE, SUNIONSTORE, SDIFFSTORE over shards.
 pub async fn store(conn: &mut Connection, args: Args<'_>, op: Op) {
     let keys: Vec<&[u8]> = args.iter().skip(2).collect();
-    let sets = match gather(conn, &keys).await {
+    let sets = match gather(conn, &keys, read_set).await {
         Ok(sets) => sets,
         Err(f) => return fail(conn, f),
     };
@@ -134,7 +69,7 @@ pub async fn sintercard(conn: &mut Connection, args: Args<'_>) {
         Err(e) => return conn.error(e),
     };
     let keys: Vec<&[u8]> = args.iter().skip(2).take(numkeys).collect();
-    match gather(conn, &keys).await {
+    match gather(conn, &keys, read_set).await {
         Ok(sets) => {
             let refs: Vec<Option<&Set>> = sets.iter().map(|s| s.as_deref()).collect();
             let n = inter_card(&refs, limit);

@@ -1,10 +1,12 @@
 //! Sorted-set commands whose keys live on different shards: ZUNION ZINTER
 //! ZDIFF, their STORE forms, ZINTERCARD, ZMPOP and ZRANGESTORE. When every
 //! key is on one shard they run there as usual (the table counts `numkeys`
-//! keys); otherwise the sets are copied from their owners over the mesh, combined here with the shard's
-//! own code, and a STORE result is saved on the destination's owner. As with
+//! keys); otherwise the sets are copied from their owners over the mesh,
+//! combined here with the shard's own code, and a STORE result is saved on
+//! the destination's owner. As with
 //! cross-shard RENAME, the phases are not one atomic step across cores.
 
+use super::gather::{fail, gather, WrongType, LOST};
 use super::reply;
 use crate::blocking::{BlockOp, BlockWait};
 use crate::conn::Connection;
@@ -14,12 +16,10 @@ use shard::commands::zset::range::{parse_range, range_set};
 use shard::commands::zset::setop::{
     compute, input_copy, inter_card, parse_numkeys, parse_opts, reply_result, result_set, Op,
 };
-use shard::commands::zset::{store, zset_read, WrongType};
+use shard::commands::zset::{store, zset_read};
 use shard::reply::errors::WRONGTYPE;
 use shard::types::zset::{Limits, ZSet};
 use shard::{Args, CommandSpec, Reply};
-
-const LOST: &str = "ERR shard unavailable (server shutting down)";
 
 /// Where `numkeys` is, and whether a destination key precedes it.
 fn numkeys_at(name: &str) -> (usize, bool) {
@@ -33,75 +33,10 @@ fn limits(conn: &Connection) -> Limits {
     Limits::of(&conn.core.config())
 }
 
-/// Why gathering failed.
-enum Failed {
-    WrongType,
-    Lost,
-}
-
-fn fail(conn: &mut Connection, f: Failed) {
-    conn.error(match f {
-        Failed::WrongType => WRONGTYPE,
-        Failed::Lost => LOST,
-    })
-}
-
-/// What one shard found at one key.
-enum Found {
-    Missing,
-    WrongType,
-    Set(Box<ZSet>),
-}
-
-/// Keys bound for one shard, with their positions in the request.
-type ShardKeys = (usize, Vec<(usize, Vec<u8>)>);
-
-/// Copies of the sorted sets at `keys` (`None`: missing), in key order;
-/// one mesh call per owning shard.
-async fn gather(conn: &Connection, keys: &[&[u8]]) -> Result<Vec<Option<Box<ZSet>>>, Failed> {
-    let db = conn.state.db;
-    let mut groups: Vec<ShardKeys> = Vec::new();
-    for (i, k) in keys.iter().enumerate() {
-        let shard = conn.core.shard_of(k);
-        let item = (i, k.to_vec());
-        match groups.iter_mut().find(|g| g.0 == shard) {
-            Some(g) => g.1.push(item),
-            None => groups.push((shard, vec![item])),
-        }
-    }
-    let mut out: Vec<Option<Box<ZSet>>> = (0..keys.len()).map(|_| None).collect();
-    let mut wrong = false;
-    for (shard, keys) in groups {
-        let found = call(&conn.core, shard, move |core| {
-            let mut s = core.shard.borrow_mut();
-            let now = shard::unix_ms();
-            s.stats.commands += 1;
-            let mut found = Vec::with_capacity(keys.len());
-            let limits = shard::commands::zset::limits(&s);
-            for (i, k) in keys {
-                let f = match input_copy(&mut s.dbs[db], &k, now, limits) {
-                    Ok(None) => Found::Missing,
-                    Ok(Some(z)) => Found::Set(Box::new(z)),
-                    Err(WrongType) => Found::WrongType,
-                };
-                found.push((i, f));
-            }
-            found
-        })
-        .await
-        .ok_or(Failed::Lost)?;
-        for (i, f) in found {
-            match f {
-                Found::Set(z) => out[i] = Some(z),
-                Found::WrongType => wrong = true,
-                Found::Missing => {}
-            }
-        }
-    }
-    if wrong {
-        return Err(Failed::WrongType);
-    }
-    Ok(out)
+/// A copy of the sorted set at `key`, or of the set read as one.
+fn read_input(s: &mut shard::Shard, db: usize, key: &[u8], now: u64) -> Result<Option<Box<ZSet>>, WrongType> {
+    let limits = shard::commands::zset::limits(s);
+    input_copy(&mut s.dbs[db], key, now, limits).map(|z| z.map(Box::new)).map_err(|_| WrongType)
 }
 
 /// Saves `z` at `key` on its owner (deleting the key when `z` is empty) and
@@ -136,7 +71,7 @@ pub async fn setop(conn: &mut Connection, spec: &CommandSpec, args: Args<'_>) {
         Err(e) => return conn.error(&e),
     };
     let keys: Vec<&[u8]> = args.iter().skip(at + 1).take(numkeys).collect();
-    let sets = match gather(conn, &keys).await {
+    let sets = match gather(conn, &keys, read_input).await {
         Ok(sets) => sets,
         Err(f) => return fail(conn, f),
     };
@@ -169,7 +104,7 @@ pub async fn rangestore(conn: &mut Connection, args: Args<'_>) {
         let mut s = core.shard.borrow_mut();
         s.stats.commands += 1;
         match zset_read(&mut s, db, &src, shard::unix_ms()) {
-            Err(WrongType) => Err(()),
+            Err(_) => Err(()),
             Ok(None) => Ok(ZSet::default()),
             Ok(Some(z)) => Ok(range_set(z, &a, limits)),
         }

@@ -78,6 +78,15 @@ fn parse_at(buf: &[u8], at: &mut usize) -> Resp {
 
 /// Runs one command on the shard; returns its reply, parsed.
 pub fn run(shard: &mut Shard, words: &[Vec<u8>]) -> Resp {
+    let out = run_raw(shard, words);
+    let mut at = 0;
+    let r = parse_at(&out, &mut at);
+    assert_eq!(at, out.len(), "one reply, nothing more: {:?}", String::from_utf8_lossy(&out));
+    r
+}
+
+/// Runs one command on the shard; returns its raw RESP2 reply.
+pub fn run_raw(shard: &mut Shard, words: &[Vec<u8>]) -> Vec<u8> {
     let mut buf = Vec::new();
     let mut ranges = Vec::new();
     for w in words {
@@ -96,10 +105,7 @@ pub fn run(shard: &mut Shard, words: &[Vec<u8>]) -> Resp {
     } else {
         ctx.reply.error(&shard::commands::arity_error(spec.name));
     }
-    let mut at = 0;
-    let r = parse_at(&out, &mut at);
-    assert_eq!(at, out.len(), "one reply, nothing more: {:?}", String::from_utf8_lossy(&out));
-    r
+    out
 }
 
 /// Builds a command from words.
