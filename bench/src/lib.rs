@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod conn;
 pub mod keys;
 pub mod phase;
+pub mod procstat;
 pub mod protocol;
 pub mod report;
 pub mod run;

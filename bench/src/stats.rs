@@ -148,6 +148,7 @@ pub struct Latency {
     pub mean: f64,
     pub p50: u64,
     pub p90: u64,
+    pub p95: u64,
     pub p99: u64,
     #[serde(rename = "p99.9")]
     pub p999: u64,
@@ -163,6 +164,7 @@ impl Latency {
             mean: h.mean(),
             p50: q(0.5),
             p90: q(0.9),
+            p95: q(0.95),
             p99: q(0.99),
             p999: q(0.999),
             p9999: q(0.9999),
