@@ -1,7 +1,7 @@
 //! Per-thread counters and HDR latency histograms, merged after the run.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// Histograms track 1 µs .. 1 h with 3 significant digits (0.1% error).
@@ -143,7 +143,7 @@ impl Stats {
 }
 
 /// Latency summary in microseconds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
     pub mean: f64,
     pub p50: u64,
