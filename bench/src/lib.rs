@@ -18,6 +18,7 @@ pub mod protocol;
 pub mod report;
 pub mod run;
 pub mod stats;
+pub mod suite;
 pub mod timer;
 pub mod worker;
 pub mod workload;
