@@ -74,6 +74,9 @@ pub fn qos_max<'a>(rows: impl Iterator<Item = &'a Row>, slo_us: u64) -> Option<&
 
 pub const QOS_SLO_US: u64 = 1000;
 
+/// Ratios this close to 1 print as 1.00 and count as a tie.
+const TIE: f64 = 0.005;
+
 /// One suite's section body.
 pub fn section(r: &SuiteResult, plots: &[String]) -> String {
     let mut s = String::new();
@@ -167,10 +170,24 @@ fn qos_headline(s: &mut String, r: &SuiteResult) {
             }
         }
     }
-    if let Some(q) = qos_ratio(r) {
-        let _ = writeln!(s, "\nRatio corekv/Redis: **{q:.2}**.\n");
+    match qos_ratio(r) {
+        Some(q) => {
+            let _ = writeln!(s, "\nRatio corekv/Redis: **{q:.2}**.\n");
+        }
+        None => {
+            let _ = writeln!(s, "\nNo ratio: {} ops/s under the bound.\n", qos_best_text(r));
+        }
     }
     let _ = writeln!(s, "The whole sweep (ops/s achieved at each offered load):\n");
+}
+
+/// Each server's best throughput under the bound, or "none".
+fn qos_best_text(r: &SuiteResult) -> String {
+    let best = |server: &str| {
+        qos_max(r.rows.iter().filter(|x| x.server == server), QOS_SLO_US)
+            .map_or("none".to_string(), |b| format!("{:.0}", b.ops_per_sec))
+    };
+    format!("corekv {} vs Redis {}", best("corekv"), best("redis"))
 }
 
 pub fn qos_ratio(r: &SuiteResult) -> Option<f64> {
@@ -218,7 +235,8 @@ pub fn behind(r: &SuiteResult) -> String {
             .iter()
             .filter_map(|(c, rd)| {
                 let q = ratio(c.extra.get("rss_per_key")?.to_owned(), *rd.extra.get("rss_per_key")?);
-                (q > 1.0).then(|| format!("{} ({q:.2}× Redis's RSS per key, +{:.0}%)", label(c), (q - 1.0) * 100.0))
+                (q > 1.0 + TIE)
+                    .then(|| format!("{} ({q:.2}× Redis's RSS per key, +{:.0}%)", label(c), (q - 1.0) * 100.0))
             })
             .collect();
         return if worse.is_empty() {
@@ -230,12 +248,12 @@ pub fn behind(r: &SuiteResult) -> String {
     let mut slow: Vec<(f64, String)> = pairs
         .iter()
         .map(|(c, rd)| (ratio(c.ops_per_sec, rd.ops_per_sec), label(c)))
-        .filter(|(q, _)| *q < 1.0)
+        .filter(|(q, _)| *q < 1.0 - TIE)
         .collect();
     slow.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut out = String::from("Where corekv is behind Redis: ");
     if let (true, Some(q)) = (r.suite == "qos", qos_ratio(r)) {
-        if q < 1.0 {
+        if q < 1.0 - TIE {
             let _ = write!(
                 out,
                 "its highest throughput under the 1 ms p99 bound is {q:.2}× Redis's ({:.0}% lower); ",
@@ -253,7 +271,7 @@ pub fn behind(r: &SuiteResult) -> String {
     let more_cpu: Vec<(f64, String)> = pairs
         .iter()
         .filter_map(|(c, rd)| Some((ratio(c.cpu_us_per_op?, rd.cpu_us_per_op?), label(c))))
-        .filter(|(q, _)| *q > 1.0)
+        .filter(|(q, _)| *q > 1.0 + TIE)
         .collect();
     if let Some((worst, at)) = more_cpu.iter().max_by(|a, b| a.0.total_cmp(&b.0)) {
         let _ = write!(
@@ -283,7 +301,7 @@ pub fn scoreboard(results: &[SuiteResult]) -> String {
         let hi = ops.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let cpu = geomean(pairs.iter().filter_map(|(c, rd)| Some(ratio(c.cpu_us_per_op?, rd.cpu_us_per_op?))));
         let fmt = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.2}"));
-        let behind_n = ops.iter().filter(|q| **q < 1.0).count();
+        let behind_n = ops.iter().filter(|q| **q < 1.0 - TIE).count();
         let (headline, value, range) = match r.suite.as_str() {
             "qos" => ("max ops/s with p99 < 1 ms", qos_ratio(r), String::from("–")),
             "memory" => {
@@ -300,13 +318,17 @@ pub fn scoreboard(results: &[SuiteResult]) -> String {
             }
             _ => ("ops/s (geomean over points)", geomean(ops.iter().copied()), format!("{lo:.2}–{hi:.2}")),
         };
+        let value = match (value, r.suite.as_str()) {
+            (Some(v), _) => format!("{v:.2}"),
+            (None, "qos") => qos_best_text(r),
+            (None, _) => "–".into(),
+        };
         let behind_cell = if r.suite == "memory" { "–".to_string() } else { format!("{behind_n} of {}", ops.len()) };
         let _ = writeln!(
             s,
-            "| {}{} | {headline} | **{}** | {range} | {} | {behind_cell} | {} |",
+            "| {}{} | {headline} | **{value}** | {range} | {} | {behind_cell} | {} |",
             r.suite,
             if r.quick { " (quick)" } else { "" },
-            fmt(value),
             fmt(cpu),
             r.date
         );
