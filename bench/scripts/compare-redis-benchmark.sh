@@ -20,12 +20,15 @@ n_p1=${2:-1000000}
 n_p16=${3:-10000000}
 clients=${CLIENTS:-50}
 bench=${CORE_KV_BENCH:-$(dirname "$0")/../../target/release/corekv-bench}
-[ -x "$bench" ] || { echo "build first: cargo build --release -p corekv-bench (or set CORE_KV_BENCH)" >&2; exit 2; }
+suite=$(dirname "$bench")/corekv-suite
+if [ ! -x "$bench" ] || [ ! -x "$suite" ]; then
+    echo "build first: cargo build --release -p corekv-bench (or set CORE_KV_BENCH)" >&2; exit 2
+fi
 for tool in redis-server redis-cli redis-benchmark taskset; do
     command -v "$tool" >/dev/null || { echo "$tool not found: run the project's setup script" >&2; exit 2; }
 done
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$("$suite" free-port)
 dir=$(mktemp -d)
 taskset -c 0 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" >/dev/null &
 server=$!
@@ -81,7 +84,7 @@ for p in 1 16; do
     n=$n_p1; [ "$p" = 16 ] && n=$n_p16
     echo "# -P $p, $n requests"
     for _ in $(seq "$rounds"); do
-        run "redis-benchmark -P $p" redis-benchmark -p "$port" -t get -n "$n" -c $clients -P "$p" -r 100000 -d 100 -q
+        run "redis-benchmark -P $p" redis-benchmark -p "$port" -t get -n "$n" -c "$clients" -P "$p" -r 100000 -d 100 -q
         # shellcheck disable=SC2086 # BENCH_ARGS is a list of extra options
         run "corekv-bench --pipeline $p" "$bench" -p "$port" -t 1 -c $clients --pipeline "$p" --ratio 0:1 \
             --key-minimum 0 --key-maximum 99999 -d 100 -n $((n / clients)) --seed 1 ${BENCH_ARGS:-}

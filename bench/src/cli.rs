@@ -114,6 +114,14 @@ pub struct Args {
     /// Exit 0 even if errors or mismatches occurred.
     #[arg(long)]
     pub allow_errors: bool,
+    /// Server process to charge CPU time to (utime + stime from
+    /// /proc/PID/stat over the measured window); repeat for several
+    /// processes. Adds server CPU µs per request to the report.
+    #[arg(long = "server-pid")]
+    pub server_pid: Vec<u32>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]

@@ -3,6 +3,7 @@
 //! (3 decimals) in text, like memtier_benchmark.
 
 use crate::cli::{Config, Stop};
+use crate::procstat::ServerCpu;
 use crate::run::{Outcome, PhaseResult};
 use crate::stats::{CmdStats, Latency};
 use crate::workload::Mix;
@@ -75,6 +76,8 @@ pub struct PhaseSummary {
     pub order: Vec<String>,
     /// Completed requests per second of wall time, warm-up included.
     pub ops_per_second_timeline: Vec<u64>,
+    /// With --server-pid: the servers' CPU time over the measured window.
+    pub server_cpu: Option<ServerCpu>,
 }
 
 #[derive(Serialize)]
@@ -109,7 +112,7 @@ fn command_summary(c: &CmdStats, secs: f64) -> CommandSummary {
     }
 }
 
-fn phase_summary(r: &PhaseResult, names: &[String]) -> PhaseSummary {
+fn phase_summary(r: &PhaseResult, names: &[String], pids: &[u32]) -> PhaseSummary {
     let secs = r.measured.as_secs_f64();
     let s = &r.stats;
     let total = command_summary(&s.total(), secs);
@@ -134,6 +137,7 @@ fn phase_summary(r: &PhaseResult, names: &[String]) -> PhaseSummary {
         commands: names.iter().cloned().zip(s.cmds.iter().map(|c| command_summary(c, secs))).collect(),
         order: names.to_vec(),
         ops_per_second_timeline: r.timeline.clone(),
+        server_cpu: r.server_cpu.map(|w| ServerCpu::new(pids, w, total.ops_per_sec)),
     }
 }
 
@@ -178,8 +182,8 @@ impl Report {
                 warmup_s: cfg.warmup.as_secs_f64(),
             },
             nodes: out.nodes.clone(),
-            preload: out.preload.as_ref().map(|p| phase_summary(p, &["SET".into(), "GET".into()])),
-            run: phase_summary(&out.run, &names),
+            preload: out.preload.as_ref().map(|p| phase_summary(p, &["SET".into(), "GET".into()], &[])),
+            run: phase_summary(&out.run, &names, &a.server_pid),
         }
     }
 
@@ -295,6 +299,13 @@ impl Report {
                 "warning: achieved {:.0} of the {target} req/s schedule: the server (or this client) \
                  could not keep up, and latencies include the growing backlog",
                 r.ops_per_sec
+            );
+        }
+        if let Some(cpu) = &r.server_cpu {
+            let _ = writeln!(
+                s,
+                "server CPU (pids {:?}): {:.2} µs per request, {:.2} cores busy over {:.2} s",
+                cpu.pids, cpu.us_per_op, cpu.cores_busy, cpu.window_s
             );
         }
         if c.cluster {

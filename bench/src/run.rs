@@ -5,6 +5,7 @@ use crate::cli::{derive_seed, Config, Stop};
 use crate::cluster::{self, SlotMap};
 use crate::keys::{KeyGen, KeyPattern, KnownKeys};
 use crate::phase::{ClientSpec, Phase, PhaseSync, Shared};
+use crate::procstat::{CpuSample, CpuSampler, CpuWindow};
 use crate::protocol::Reply;
 use crate::stats::Stats;
 use crate::worker;
@@ -25,6 +26,8 @@ pub struct PhaseResult {
     pub measured: Duration,
     /// Completed requests in each second since the start (warm-up included).
     pub timeline: Vec<u64>,
+    /// CPU time of the --server-pid processes over the measured window.
+    pub server_cpu: Option<CpuWindow>,
 }
 
 pub struct Outcome {
@@ -36,6 +39,11 @@ pub struct Outcome {
 
 pub fn execute(cfg: &Config) -> Result<Outcome, String> {
     let a = &cfg.args;
+    let sampler = if a.server_pid.is_empty() {
+        None
+    } else {
+        Some(CpuSampler::new(&a.server_pid).map_err(|e| format!("--server-pid: {e}"))?)
+    };
     let map = if a.cluster {
         let mut m = SlotMap::empty();
         m.fetch(&a.server, a.port, a.auth.as_deref())
@@ -64,7 +72,7 @@ pub fn execute(cfg: &Config) -> Result<Outcome, String> {
         abort: AtomicBool::new(false),
     };
     let preload = if a.preload {
-        let r = run_phase(&shared, preload_phase(cfg), "preload")?;
+        let r = run_phase(&shared, preload_phase(cfg), "preload", None, a.quiet)?;
         if r.stats.failures() == 0 {
             shared.known.mark_all();
         }
@@ -72,7 +80,7 @@ pub fn execute(cfg: &Config) -> Result<Outcome, String> {
     } else {
         None
     };
-    let run = run_phase(&shared, main_phase(cfg), "run")?;
+    let run = run_phase(&shared, main_phase(cfg), "run", sampler.as_ref(), a.quiet)?;
     Ok(Outcome { preload, run, nodes })
 }
 
@@ -141,7 +149,16 @@ fn preload_phase(cfg: &Config) -> Phase {
     p
 }
 
-fn run_phase(shared: &Shared, phase: Phase, label: &str) -> Result<PhaseResult, String> {
+/// Runs one phase on its worker threads. With a sampler, the servers' CPU
+/// time is read at the measured window's edges: the end of the warm-up and
+/// the end of the test time (or when the last worker finishes).
+fn run_phase(
+    shared: &Shared,
+    phase: Phase,
+    label: &str,
+    sampler: Option<&CpuSampler>,
+    quiet: bool,
+) -> Result<PhaseResult, String> {
     let results = std::thread::scope(|s| {
         let handles: Vec<_> = (0..phase.threads)
             .map(|t| {
@@ -153,13 +170,24 @@ fn run_phase(shared: &Shared, phase: Phase, label: &str) -> Result<PhaseResult, 
             })
             .collect();
         let start = phase.sync.start_now();
-        let bar = progress_bar(&phase, label);
+        let bar = if quiet { None } else { progress_bar(&phase, label) };
+        let (cpu_from_at, cpu_to_at) = (start + phase.warmup, phase.duration.map(|d| start + phase.warmup + d));
+        let mut cpu_from: Option<std::io::Result<CpuSample>> = None;
+        let mut cpu_to: Option<std::io::Result<CpuSample>> = None;
         let mut timeline = Vec::new();
         let mut sampled = 0;
         let mut next_sample = start + Duration::from_secs(1);
         loop {
             let done = handles.iter().all(|h| h.is_finished());
             let now = Instant::now();
+            if let Some(s) = sampler {
+                if cpu_from.is_none() && (now >= cpu_from_at || done) {
+                    cpu_from = Some(s.sample());
+                }
+                if cpu_to.is_none() && cpu_from.is_some() && (cpu_to_at.is_some_and(|t| now >= t) || done) {
+                    cpu_to = Some(s.sample());
+                }
+            }
             let total: u64 = phase.progress.iter().map(|p| p.load(Relaxed)).sum();
             if now >= next_sample || done {
                 timeline.push(total - sampled);
@@ -177,22 +205,37 @@ fn run_phase(shared: &Shared, phase: Phase, label: &str) -> Result<PhaseResult, 
             if done {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(50));
+            // Wake for the next CPU sample on time, not up to 50 ms late.
+            let edge = if cpu_from.is_none() { Some(cpu_from_at) } else { cpu_to_at.filter(|_| cpu_to.is_none()) };
+            let nap = edge
+                .filter(|_| sampler.is_some())
+                .map_or(Duration::from_millis(50), |e| e.saturating_duration_since(Instant::now()))
+                .min(Duration::from_millis(50));
+            std::thread::sleep(nap);
         }
         if let Some(bar) = bar {
             bar.finish_and_clear();
         }
         let results: Vec<_> = handles.into_iter().map(|h| h.join().expect("worker thread panicked")).collect();
-        (results, start, timeline)
+        let cpu = match (cpu_from, cpu_to) {
+            (Some(a), Some(b)) => Some((a, b)),
+            _ => None,
+        };
+        (results, start, timeline, cpu)
     });
-    let (results, start, timeline) = results;
+    let (results, start, timeline, cpu) = results;
+    let server_cpu = match (sampler, cpu) {
+        (Some(s), Some((Ok(a), Ok(b)))) => Some(s.window(a, b)),
+        (Some(_), Some((Err(e), _) | (_, Err(e)))) => return Err(format!("sampling server CPU: {e}")),
+        _ => None,
+    };
     let mut stats = Stats::new(phase.workload.command_names().len());
     for r in results {
         stats.merge(&r?);
     }
     let measure_start = start + phase.warmup;
     let measured = stats.last_completion.map_or(Duration::ZERO, |t| t.saturating_duration_since(measure_start));
-    Ok(PhaseResult { stats, measured, timeline })
+    Ok(PhaseResult { stats, measured, timeline, server_cpu })
 }
 
 /// A progress bar on stderr, only when a person is watching it.

@@ -1,7 +1,7 @@
 //! Per-thread counters and HDR latency histograms, merged after the run.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 
 /// Histograms track 1 µs .. 1 h with 3 significant digits (0.1% error).
@@ -143,11 +143,12 @@ impl Stats {
 }
 
 /// Latency summary in microseconds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
     pub mean: f64,
     pub p50: u64,
     pub p90: u64,
+    pub p95: u64,
     pub p99: u64,
     #[serde(rename = "p99.9")]
     pub p999: u64,
@@ -163,6 +164,7 @@ impl Latency {
             mean: h.mean(),
             p50: q(0.5),
             p90: q(0.9),
+            p95: q(0.95),
             p99: q(0.99),
             p999: q(0.999),
             p9999: q(0.9999),

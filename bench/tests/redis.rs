@@ -44,6 +44,24 @@ fn set_get_mix_against_redis() {
     assert!(r.stdout.contains("Totals"), "text report printed");
 }
 
+/// --server-pid charges the server's CPU time over the measured window to
+/// the requests of that window.
+#[test]
+fn server_cpu_per_request() {
+    let redis = Redis::start(&[]);
+    let (port, pid) = (redis.port.to_string(), redis.pid().to_string());
+    let args = ["-p", &port, "-t", "1", "-c", "8", "--test-time", "1", "--warmup", "0.3", "--server-pid", &pid];
+    let r = bench(&args);
+    r.assert_clean();
+    let us = r.num("server_cpu/us_per_op");
+    // A loopback request costs a server at least ~1 µs and far below 1 ms.
+    assert!(us > 0.5 && us < 1000.0, "{us} µs/op\n{}", r.stdout);
+    assert!((r.num("server_cpu/window_s") - 1.0).abs() < 0.2, "window is the measured second");
+    assert!(r.stdout.contains("server CPU"), "{}", r.stdout);
+    let bad = bench(&["-p", &port, "-n", "1", "--server-pid", "4294967295"]);
+    assert_eq!(bad.code, 2, "an unreadable pid is refused before the run: {}", bad.stderr);
+}
+
 #[test]
 fn preload_then_verified_gets() {
     let redis = Redis::start(&[]);

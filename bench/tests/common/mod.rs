@@ -114,6 +114,10 @@ impl Redis {
         r
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A cluster-enabled server (no slots assigned yet).
     pub fn start_cluster_node() -> Redis {
         Redis::start(&["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
