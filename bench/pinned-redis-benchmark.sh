@@ -37,7 +37,7 @@ run() {
   local pid=$1 port=$2 test=$3 pipeline=$4 n=$5 t0 t1 out
   t0=$(ticks "$pid")
   out=$(taskset -c "$client_cpu" redis-benchmark -p "$port" -q -t "$test" -c 50 -d 100 -r 100000 -n "$n" -P "$pipeline" 2>/dev/null |
-    tr '\r' '\n' | grep 'requests per second' | tail -1 | awk '{print $2}')
+    tr '\r' '\n' | grep 'requests per second' | tail -1 | sed -E 's/.*: ([0-9.]+) requests per second.*/\1/')
   t1=$(ticks "$pid")
   echo "$out $(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v n="$n" 'BEGIN {print (b - a) * 1000000 / hz / n}')"
 }
