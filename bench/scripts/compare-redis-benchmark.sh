@@ -63,7 +63,8 @@ run() {
     local label=$1; shift
     local c0 t0 t1 c1 s0 s1 out cpu
     c0=$(processed); s0=$(server_ticks); t0=$(date +%s.%N)
-    out=$( { /usr/bin/time -f 'CPU %e %U %S' taskset -c 1 "$@" 2>&1; } | tr '\r' '\n')
+    # bash's own `time` (no /usr/bin/time needed): wall, user, system seconds.
+    out=$( { TIMEFORMAT='CPU %R %U %S'; time taskset -c 1 "$@" 2>&1; } 2>&1 | tr '\r' '\n')
     t1=$(date +%s.%N); s1=$(server_ticks); c1=$(processed)
     local reported
     if [[ $label == redis-benchmark* ]]; then
