@@ -27,23 +27,28 @@ fn corekv() -> PathBuf {
     target.join("debug/corekv")
 }
 
-#[test]
-fn quick_scaling_suite_writes_results_plots_and_markdown() {
-    let dir = temp_dir("suite");
-    let md = dir.join("RESULTS.md");
-    std::fs::write(&md, "# Results\n\nintro\n\n## Hand-written\n\nkeep me\n").unwrap();
-    let out = Command::new(SUITE)
-        .args(["--quick", "--warmup", "0.1", "--seconds", "0.3", "--corekv"])
-        .arg(corekv())
+/// corekv-suite writing into `dir` (results/, plots/, RESULTS.md), with `args`.
+fn suite_in(dir: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(SUITE)
+        .args(args)
         .arg("--results-dir")
         .arg(dir.join("results"))
         .arg("--plots-dir")
         .arg(dir.join("plots"))
         .arg("--markdown")
-        .arg(&md)
-        .arg("scaling")
+        .arg(dir.join("RESULTS.md"))
         .output()
-        .expect("run corekv-suite");
+        .expect("run corekv-suite")
+}
+
+#[test]
+fn quick_scaling_suite_writes_results_plots_and_markdown() {
+    let dir = temp_dir("suite");
+    let md = dir.join("RESULTS.md");
+    std::fs::write(&md, "# Results\n\nintro\n\n## Hand-written\n\nkeep me\n").unwrap();
+    let bin = corekv();
+    let quick = ["--quick", "--warmup", "0.1", "--seconds", "0.3", "--corekv"].map(std::ffi::OsStr::new);
+    let out = suite_in(&dir, &[&quick[..], &[bin.as_os_str(), "scaling".as_ref()]].concat());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "corekv-suite failed:\n{stderr}");
 
@@ -77,16 +82,7 @@ fn quick_scaling_suite_writes_results_plots_and_markdown() {
     assert!(text.find("intro").unwrap() < text.find("<!-- suite:scoreboard -->").unwrap());
 
     // Regenerating from the saved JSON gives the same document.
-    let again = Command::new(SUITE)
-        .arg("--report-only")
-        .arg("--results-dir")
-        .arg(dir.join("results"))
-        .arg("--plots-dir")
-        .arg(dir.join("plots"))
-        .arg("--markdown")
-        .arg(&md)
-        .output()
-        .unwrap();
+    let again = suite_in(&dir, &["--report-only".as_ref()]);
     assert!(again.status.success());
     assert_eq!(std::fs::read_to_string(&md).unwrap(), text);
     let _ = std::fs::remove_dir_all(&dir);
