@@ -8,7 +8,7 @@
 #   bench/run.sh [--server-cpus LIST] [--client-cpus LIST] [--quick] [suite... | all]
 #
 # Suites: qos get-small get-large set-mixed skewed pipeline scaling memory
-# (default: all, about 20 minutes on 2 cores; --quick: a few minutes, a
+# (default: all, about 12 minutes on 2 cores; --quick: a few minutes, a
 # smoke test whose figures are marked as such). CPUs default to the first
 # half of this process's affinity mask for the servers and the rest for the
 # load generator (2 cores: servers on CPU 0, load generator on CPU 1).
