@@ -18,8 +18,12 @@ pub enum Value {
     Int(i64),
     /// A short immutable string ("embstr").
     Emb(CompactBytes),
-    /// A string that was modified in place or is long ("raw"). Boxed so a
-    /// `Value` stays 24 bytes (the niche of `CompactBytes` holds the tag).
+    /// A long string as SET stores it ("raw" to `OBJECT ENCODING`): one
+    /// exact-size heap block, 25–30 bytes per key less than `Raw`'s box and
+    /// vector. It becomes `Raw` when modified in place.
+    Long(Box<[u8]>),
+    /// A string that was modified in place ("raw"). Boxed so a `Value`
+    /// stays 24 bytes (the niche of `CompactBytes` holds the tag).
     Raw(Box<Vec<u8>>),
     ZSet(Box<ZSet>),
     Hash(Box<Hash>),
@@ -45,13 +49,13 @@ impl Value {
         if bytes.len() <= EMBSTR_MAX {
             Value::Emb(CompactBytes::new(bytes))
         } else {
-            Value::Raw(Box::new(bytes.to_vec()))
+            Value::Long(bytes.into())
         }
     }
 
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::Int(_) | Value::Emb(_) | Value::Raw(_) => "string",
+            Value::Int(_) | Value::Emb(_) | Value::Long(_) | Value::Raw(_) => "string",
             Value::ZSet(_) => "zset",
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
@@ -63,7 +67,7 @@ impl Value {
         match self {
             Value::Int(_) => "int",
             Value::Emb(_) => "embstr",
-            Value::Raw(_) => "raw",
+            Value::Long(_) | Value::Raw(_) => "raw",
             Value::ZSet(z) => z.encoding(),
             Value::Hash(h) => h.encoding(),
             Value::Set(s) => s.encoding(),
@@ -73,7 +77,7 @@ impl Value {
     }
 
     pub fn is_string(&self) -> bool {
-        matches!(self, Value::Int(_) | Value::Emb(_) | Value::Raw(_))
+        matches!(self, Value::Int(_) | Value::Emb(_) | Value::Long(_) | Value::Raw(_))
     }
 
     /// The string's bytes; integers are formatted into `scratch`.
@@ -81,6 +85,7 @@ impl Value {
         match self {
             Value::Int(n) => Some(scratch.format(*n).as_bytes()),
             Value::Emb(b) => Some(b.as_slice()),
+            Value::Long(b) => Some(b),
             Value::Raw(v) => Some(v.as_slice()),
             Value::Hash(_) | Value::Set(_) | Value::List(_) | Value::ZSet(_) => None,
         }
@@ -97,6 +102,7 @@ impl Value {
         match self {
             Value::Int(_) => 0,
             Value::Emb(b) => b.heap_size(),
+            Value::Long(b) => b.len(),
             Value::Raw(v) => v.capacity() + std::mem::size_of::<Vec<u8>>(),
             Value::ZSet(z) => z.heap_size(),
             Value::Hash(h) => h.heap_size(),
@@ -111,6 +117,7 @@ impl Value {
             Value::Raw(v) => return Some(v),
             Value::Int(n) => itoa::Buffer::new().format(*n).as_bytes().to_vec(),
             Value::Emb(b) => b.as_slice().to_vec(),
+            Value::Long(b) => b.to_vec(),
             Value::Hash(_) | Value::Set(_) | Value::List(_) | Value::ZSet(_) => return None,
         };
         *self = Value::Raw(Box::new(bytes));
@@ -132,5 +139,10 @@ mod tests {
         assert_eq!(Value::from_bytes_encoded(&[b'a'; 44]).encoding(), "embstr");
         assert_eq!(Value::from_bytes_encoded(&[b'a'; 45]).encoding(), "raw");
         assert_eq!(Value::from_bytes(b"123").encoding(), "embstr");
+        let mut long = Value::from_bytes(&[b'a'; 100]);
+        assert!(matches!(long, Value::Long(_)));
+        long.make_raw().unwrap().push(b'b');
+        assert_eq!(long.encoding(), "raw");
+        assert_eq!(long.string_len(), Some(101));
     }
 }

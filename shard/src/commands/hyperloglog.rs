@@ -20,6 +20,7 @@ fn hll_bytes(value: &Value) -> Result<&[u8], &'static str> {
     // An integer-encoded string is never an HLL (Redis: not sds-encoded).
     let bytes = match value {
         Value::Emb(b) => b.as_slice(),
+        Value::Long(b) => b,
         Value::Raw(v) => v.as_slice(),
         _ => return Err(hll::NOT_HLL),
     };

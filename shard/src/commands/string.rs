@@ -383,6 +383,7 @@ fn incr_by(s: &mut Shard, ctx: &mut Ctx, key: &[u8], delta: i64) {
             let current = match &e.value {
                 Value::Int(n) => Some(*n),
                 Value::Emb(b) => parse_i64(b),
+                Value::Long(b) => parse_i64(b),
                 Value::Raw(v) => parse_i64(v),
                 _ => return ctx.reply.error(WRONGTYPE),
             };
