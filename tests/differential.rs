@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::{Raw, Redis, Server};
+use common::{with_flushed_pair, Raw, Redis, Server};
 use proxy::resp::Value;
 use shard::config::split_args;
 
@@ -236,13 +236,7 @@ mod random {
         #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
         #[test]
         fn random_sequences_agree(cmds in proptest::collection::vec(command(), 1..40)) {
-            thread_local! {
-                static SERVERS: (Redis, Server) = (Redis::start(), Server::shards(3));
-            }
-            SERVERS.with(|(redis, corekv)| {
-                let (mut a, mut b) = (redis.raw(), corekv.raw());
-                a.cmd_str("FLUSHALL");
-                b.cmd_str("FLUSHALL");
+            with_flushed_pair(|a, b| {
                 for c in &cmds {
                     let args: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
                     let (want, got) = (a.cmd(&args), b.cmd(&args));

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Raw, Redis, Server};
+use common::{with_flushed_pair, Raw, Redis, Server};
 use proxy::resp::Value;
 use std::collections::BTreeSet;
 
@@ -220,15 +220,9 @@ mod random {
         #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
         #[test]
         fn hash_and_set_sequences_agree(cmds in proptest::collection::vec(command(), 1..50)) {
-            thread_local! {
-                static SERVERS: (Redis, Server) = (Redis::start(), Server::shards(3));
-            }
-            SERVERS.with(|(redis, corekv)| {
-                let (mut a, mut b) = (redis.raw(), corekv.raw());
-                a.cmd_str("FLUSHALL");
-                b.cmd_str("FLUSHALL");
+            with_flushed_pair(|a, b| {
                 for (sort, c) in &cmds {
-                    let (want, got) = (cmd(&mut a, c), cmd(&mut b, c));
+                    let (want, got) = (cmd(a, c), cmd(b, c));
                     let (want, got) = (normalized(want, *sort), normalized(got, *sort));
                     prop_assert!(want == got, "{:?} in {:?}\n  redis:  {:?}\n  corekv: {:?}", c, cmds, want, got);
                 }

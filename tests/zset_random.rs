@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Redis, Server};
+use common::with_flushed_pair;
 use proptest::prelude::*;
 use proxy::resp::Value;
 
@@ -115,16 +115,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
     #[test]
     fn random_zset_sequences_agree(cmds in proptest::collection::vec(command(), 1..60)) {
-        thread_local! {
-            static SERVERS: (Redis, Server) = (Redis::start(), Server::shards(3));
-        }
-        SERVERS.with(|(redis, corekv)| {
-            let (mut a, mut b) = (redis.raw(), corekv.raw());
-            for c in [&["FLUSHALL"][..], &["CONFIG", "SET", "zset-max-listpack-entries", "4"]] {
-                let args: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
-                a.cmd(&args);
-                b.cmd(&args);
-            }
+        with_flushed_pair(|a, b| {
+            a.cmd_str("CONFIG SET zset-max-listpack-entries 4");
+            b.cmd_str("CONFIG SET zset-max-listpack-entries 4");
             for c in &cmds {
                 let args: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
                 let (want, got): (Value, Value) = (a.cmd(&args), b.cmd(&args));

@@ -246,3 +246,19 @@ impl Drop for Redis {
         let _ = self.child.wait();
     }
 }
+
+/// Runs `f` with a connection to a redis-server and one to a 3-shard
+/// corekv, both just flushed. The pair starts once per test thread and
+/// serves every case of a random-sequence test (proptest runs many), so a
+/// case costs two FLUSHALLs rather than two server starts.
+pub fn with_flushed_pair<R>(f: impl FnOnce(&mut Raw, &mut Raw) -> R) -> R {
+    thread_local! {
+        static PAIR: (Redis, Server) = (Redis::start(), Server::shards(3));
+    }
+    PAIR.with(|(redis, corekv)| {
+        let (mut a, mut b) = (redis.raw(), corekv.raw());
+        a.cmd_str("FLUSHALL");
+        b.cmd_str("FLUSHALL");
+        f(&mut a, &mut b)
+    })
+}

@@ -1,5 +1,5 @@
-//! What the commands of the aggregate types share: the HSCAN/SSCAN cursor
-//! and options, the counts of the random-element commands, and a cheap
+//! What the commands of the aggregate types share: typed key lookup, the
+//! HSCAN/SSCAN cursor and options, the counts of the random-element commands, and a cheap
 //! random source that does not hold the shard borrowed.
 
 use super::Ctx;
@@ -7,6 +7,35 @@ use crate::args::{parse_i64, Args};
 use crate::glob::glob_match;
 use crate::reply::errors::*;
 use crate::shard::Shard;
+use crate::value::Value;
+
+/// The value at `key` as one aggregate type (`of` picks it out of a
+/// `Value`): `Ok(None)` when missing, `Err` once WRONGTYPE is replied.
+/// With `read`, counts a keyspace hit or miss, as Redis's lookupKeyRead.
+pub(crate) fn lookup<'a, T: ?Sized>(
+    s: &'a mut Shard,
+    ctx: &mut Ctx,
+    key: &[u8],
+    read: bool,
+    of: impl FnOnce(&mut Value) -> Option<&mut T>,
+) -> Result<Option<&'a mut T>, ()> {
+    let Shard { dbs, stats, .. } = s;
+    let found = dbs[ctx.db].get(key, ctx.now);
+    if read {
+        match found {
+            Some(_) => stats.keyspace_hits += 1,
+            None => stats.keyspace_misses += 1,
+        }
+    }
+    match found.map(|e| of(&mut e.value)) {
+        None => Ok(None),
+        Some(Some(v)) => Ok(Some(v)),
+        Some(None) => {
+            ctx.reply.error(WRONGTYPE);
+            Err(())
+        }
+    }
+}
 
 /// Redis's `parseScanCursorOrReply` (strtoul): optional sign, decimal
 /// digits, wrapping negatives; an empty string is cursor 0.

@@ -21,25 +21,12 @@ fn limits(s: &Shard) -> HashLimits {
     }
 }
 
-/// The hash at `key`: `Ok(None)` when missing, `Err` once WRONGTYPE is
-/// replied. Reads count keyspace hits and misses, as Redis's lookupKeyRead.
+/// The hash at `key` (see `aggregate::lookup`).
 fn lookup<'a>(s: &'a mut Shard, ctx: &mut Ctx, key: &[u8], read: bool) -> Result<Option<&'a mut Hash>, ()> {
-    let Shard { dbs, stats, .. } = s;
-    let found = dbs[ctx.db].get(key, ctx.now);
-    if read {
-        match found {
-            Some(_) => stats.keyspace_hits += 1,
-            None => stats.keyspace_misses += 1,
-        }
-    }
-    match found.map(|e| &mut e.value) {
-        None => Ok(None),
-        Some(Value::Hash(h)) => Ok(Some(h)),
-        Some(_) => {
-            ctx.reply.error(WRONGTYPE);
-            Err(())
-        }
-    }
+    super::aggregate::lookup(s, ctx, key, read, |v| match v {
+        Value::Hash(h) => Some(&mut **h),
+        _ => None,
+    })
 }
 
 /// The hash at `key`, created empty when missing.

@@ -19,16 +19,13 @@ fn fill(s: &Shard) -> Fill {
     Fill(s.config.list_max_listpack_size)
 }
 
-/// The list at `key`: `Ok(None)` when missing, `Err` once WRONGTYPE is sent.
+/// The list at `key` (see `aggregate::lookup`; list reads count no
+/// keyspace hits).
 fn lookup<'a>(s: &'a mut Shard, ctx: &mut Ctx, key: &[u8]) -> Result<Option<&'a mut List>, ()> {
-    match s.dbs[ctx.db].get(key, ctx.now).map(|e| &mut e.value) {
-        None => Ok(None),
-        Some(Value::List(l)) => Ok(Some(l)),
-        Some(_) => {
-            ctx.reply.error(WRONGTYPE);
-            Err(())
-        }
-    }
+    super::aggregate::lookup(s, ctx, key, false, |v| match v {
+        Value::List(l) => Some(&mut **l),
+        _ => None,
+    })
 }
 
 /// Deletes `key` when its list became empty (Redis never keeps empty lists).

@@ -20,25 +20,12 @@ fn max_intset(s: &Shard) -> usize {
     s.config.set_max_intset_entries as usize
 }
 
-/// The set at `key`: `Ok(None)` when missing, `Err` once WRONGTYPE is
-/// replied. Reads count keyspace hits and misses.
+/// The set at `key` (see `aggregate::lookup`).
 fn lookup<'a>(s: &'a mut Shard, ctx: &mut Ctx, key: &[u8], read: bool) -> Result<Option<&'a mut Set>, ()> {
-    let Shard { dbs, stats, .. } = s;
-    let found = dbs[ctx.db].get(key, ctx.now);
-    if read {
-        match found {
-            Some(_) => stats.keyspace_hits += 1,
-            None => stats.keyspace_misses += 1,
-        }
-    }
-    match found.map(|e| &mut e.value) {
-        None => Ok(None),
-        Some(Value::Set(set)) => Ok(Some(set)),
-        Some(_) => {
-            ctx.reply.error(WRONGTYPE);
-            Err(())
-        }
-    }
+    super::aggregate::lookup(s, ctx, key, read, |v| match v {
+        Value::Set(set) => Some(&mut **set),
+        _ => None,
+    })
 }
 
 fn bulk_item(reply: &mut Reply, item: Item) {
