@@ -2,6 +2,7 @@
 //! bookkeeping for expiry (lazy on access, plus an incremental sweep).
 
 use crate::bytes::CompactBytes;
+use crate::snapshot::DbSnapshot;
 use crate::table::{DashTable, Keyed};
 use crate::value::Value;
 
@@ -12,6 +13,10 @@ pub struct Entry {
     expire_at: u64,
     /// Unix time in seconds of the last access (OBJECT IDLETIME, LRU).
     access: u32,
+    /// The snapshot epoch this entry was last preserved for (or inserted
+    /// during): equal to the running snapshot's epoch means "already written,
+    /// or born after the cut". Lives in what was the entry's padding.
+    pub(crate) snap: u32,
 }
 
 impl Keyed for Entry {
@@ -33,7 +38,7 @@ impl Entry {
     }
 
     #[inline]
-    fn is_expired(&self, now: u64) -> bool {
+    pub(crate) fn is_expired(&self, now: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now
     }
 }
@@ -51,13 +56,32 @@ pub enum Ttl {
 
 #[derive(Default)]
 pub struct Db {
-    table: DashTable<Entry>,
+    pub(crate) table: DashTable<Entry>,
     /// Entries with an expiry, for `INFO keyspace` and to skip idle sweeps.
     volatile: usize,
     /// Where the active-expiry sweep resumes.
     sweep_pos: u64,
     /// Keys removed because their time ran out (lazily or by the sweep).
     pub expired_keys: u64,
+    /// The running snapshot, if any. Every mutation goes through
+    /// [`Db::preserve`] first: one branch when no snapshot runs.
+    pub(crate) snap: Option<Box<DbSnapshot>>,
+}
+
+/// Copy-on-write hook: before `entry` changes or goes away, a running
+/// snapshot writes it out if its walk has not reached it yet.
+#[inline(always)]
+fn preserve(snap: &mut Option<Box<DbSnapshot>>, entry: &mut Entry) {
+    if let Some(s) = snap {
+        s.writer.preserve(entry);
+    }
+}
+
+/// The epoch a newly inserted entry carries: a running snapshot's, so its
+/// walk skips what was born after the cut.
+#[inline(always)]
+fn birth_epoch(snap: &Option<Box<DbSnapshot>>) -> u32 {
+    snap.as_ref().map_or(0, |s| s.writer.epoch)
 }
 
 impl Db {
@@ -96,14 +120,18 @@ impl Db {
         // checker's conditional-return limitation (NLL problem case #3).
         let live = unsafe { !(*entry).is_expired(now) };
         if live {
-            return Some(unsafe { &mut *entry });
+            let entry = unsafe { &mut *entry };
+            // The caller may change it: a snapshot keeps the old state.
+            preserve(&mut self.snap, entry);
+            return Some(entry);
         }
         self.remove_expired(hash, key);
         None
     }
 
     fn remove_expired(&mut self, hash: u64, key: &[u8]) {
-        if self.table.remove(hash, key).is_some() {
+        if let Some(mut entry) = self.table.remove(hash, key) {
+            preserve(&mut self.snap, &mut entry);
             self.volatile -= 1;
             self.expired_keys += 1;
         }
@@ -128,6 +156,7 @@ impl Db {
             let entry: *mut Entry = entry;
             // SAFETY: as in `get`.
             let entry = unsafe { &mut *entry };
+            preserve(&mut self.snap, entry);
             let old_volatile = entry.expire_at != 0;
             // An expired key is replaced as if absent: KEEPTTL keeps nothing.
             let ttl = if ttl == Ttl::Keep && entry.is_expired(now) { Ttl::Clear } else { ttl };
@@ -146,14 +175,16 @@ impl Db {
             _ => 0,
         };
         self.volatile += (expire_at != 0) as usize;
-        self.table
-            .insert_unique(hash, Entry { key: CompactBytes::new(key), value, expire_at, access: (now / 1000) as u32 })
+        let snap = birth_epoch(&self.snap);
+        let entry = Entry { key: CompactBytes::new(key), value, expire_at, access: (now / 1000) as u32, snap };
+        self.table.insert_unique(hash, entry)
     }
 
     /// Removes the live entry for `key`.
     pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
         let hash = self.table.hash(key);
-        let entry = self.table.remove(hash, key)?;
+        let mut entry = self.table.remove(hash, key)?;
+        preserve(&mut self.snap, &mut entry);
         if entry.expire_at != 0 {
             self.volatile -= 1;
             if entry.is_expired(now) {
@@ -206,6 +237,14 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        if let Some(s) = &mut self.snap {
+            // The walk goes on over the old table; the new one only ever
+            // holds entries born after the cut. A second flush during the
+            // same snapshot finds the old table already handed over.
+            if s.frozen.is_none() && !s.walked() {
+                s.frozen = Some(std::mem::take(&mut self.table));
+            }
+        }
         self.table.clear();
         self.volatile = 0;
         self.sweep_pos = 0;
@@ -224,9 +263,14 @@ impl Db {
         let mut wrapped = false;
         while examined < budget {
             let mut seen = 0;
+            let snap = &mut self.snap;
             let (removed, next) = self.table.sweep_segment(self.sweep_pos, |e| {
                 seen += 1;
-                !e.is_expired(now)
+                let keep = !e.is_expired(now);
+                if !keep {
+                    preserve(snap, e);
+                }
+                keep
             });
             examined += seen.max(1);
             expired += removed;

@@ -25,6 +25,10 @@ pub struct Shard {
     pub dbs: Vec<Db>,
     pub config: Config,
     pub stats: Stats,
+    /// Writes executed since the last successful save (Redis's
+    /// `rdb_changes_since_last_save`): write commands, counted once each.
+    pub dirty: u64,
+    pub(crate) snapshot: crate::snapshot::SnapshotState,
     rng: u64,
 }
 
@@ -39,6 +43,8 @@ impl Shard {
             dbs,
             config,
             stats: Stats::default(),
+            dirty: 0,
+            snapshot: Default::default(),
             rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ unix_ms(),
         }
     }

@@ -206,6 +206,7 @@ pub fn resolve<'a>(spec: &'static CommandSpec, args: &Args<'a>) -> Option<&'stat
 #[inline]
 pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args) {
     shard.stats.commands += 1;
+    shard.dirty += (spec.flags & flags::WRITE != 0) as u64;
     match spec.handler {
         Some(handler) => handler(shard, ctx, args),
         None => ctx.reply.error(&format!("ERR command '{}' cannot run on a shard", spec.name)),
