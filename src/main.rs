@@ -223,10 +223,18 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         memory,
         thread_allocated: alloc::thread_allocated,
         memory_peak: Default::default(),
+        save_status: Default::default(),
+        signal_shutdown: Default::default(),
     });
     let placement: Vec<String> = cpus.iter().enumerate().map(|(i, c)| format!("shard {i} -> CPU {c}")).collect();
     log::notice(&format!("Shards pinned: {}", placement.join(", ")));
     install_signal_handlers(process.clone())?;
+    let dump_path = std::path::Path::new(&config.dir).join(&config.dbfilename);
+    let dump = proxy::persistence::load::Dump::open(&dump_path)?.map(Arc::new);
+    if let Some(d) = &dump {
+        log::notice(&format!("Loading {} ({} bytes) on {shards} shard(s)", d.path, d.bytes().len()));
+    }
+    let loaded = Arc::new(std::sync::Barrier::new(shards));
 
     let requests = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
     let responses = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
@@ -242,6 +250,8 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             responses: responses.clone(),
             listen: listen.clone(),
             cluster: cluster.clone(),
+            dump: dump.clone(),
+            loaded: loaded.clone(),
         };
         let ready = ready_tx.clone();
         let process = process.clone();
@@ -284,7 +294,8 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     Ok(())
 }
 
-/// SIGINT/SIGTERM ask the shards to stop; a second signal exits at once.
+/// SIGINT/SIGTERM ask the shards to stop (after a final save when a save
+/// point is configured); a second signal exits at once.
 /// SIGHUP re-reads the cluster topology file.
 fn install_signal_handlers(process: Arc<Process>) -> Result<(), String> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -299,12 +310,13 @@ fn install_signal_handlers(process: Arc<Process>) -> Result<(), String> {
                     continue;
                 }
                 let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
-                if process.shutting_down() {
+                if process.shutting_down() || process.signal_shutdown.load(std::sync::atomic::Ordering::Relaxed) {
                     log::warning(&format!("You insist... exiting now ({name})."));
                     std::process::exit(1);
                 }
                 log::warning(&format!("Received {name} scheduling shutdown..."));
-                process.request_shutdown();
+                // Core 0 saves first when a save point is configured.
+                process.signal_shutdown.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         })
         .map_err(|e| e.to_string())?;

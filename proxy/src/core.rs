@@ -44,6 +44,10 @@ pub struct Process {
     pub thread_allocated: fn() -> i64,
     /// Highest total of allocated bytes INFO has seen.
     pub memory_peak: std::sync::atomic::AtomicU64,
+    /// Saves: the one-at-a-time lock, LASTSAVE, INFO persistence.
+    pub save_status: crate::persistence::SaveStatus,
+    /// SIGTERM/SIGINT asked for a shutdown; core 0 saves first if it must.
+    pub signal_shutdown: AtomicBool,
 }
 
 impl Process {
@@ -152,6 +156,8 @@ pub struct Core {
     pub waiter_seq: Cell<u64>,
     /// A weak handle on itself, for tasks spawned from `&self`.
     pub me: std::rc::Weak<Core>,
+    /// This core's part in snapshots.
+    pub save: crate::persistence::CoreSave,
 }
 
 impl Core {
@@ -161,6 +167,7 @@ impl Core {
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),
             me,
+            save: Default::default(),
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),

@@ -41,6 +41,16 @@ pub struct Config {
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
+    /// Save points: snapshot when at least `changes` writes happened within
+    /// `seconds` (`save ""`: none).
+    pub save: Vec<(u64, u64)>,
+    pub dbfilename: String,
+    /// Absolute path of the directory for dump files.
+    pub dir: String,
+    pub rdbcompression: bool,
+    pub rdbchecksum: bool,
+    pub stop_writes_on_bgsave_error: bool,
+    pub rdb_del_sync_files: bool,
 }
 
 /// How the process presents itself to Redis Cluster clients.
@@ -93,8 +103,46 @@ impl Default for Config {
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
+            save: vec![(3600, 1), (300, 100), (60, 10000)],
+            dbfilename: "dump.rdb".into(),
+            dir: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| "/".into()),
+            rdbcompression: true,
+            rdbchecksum: true,
+            stop_writes_on_bgsave_error: true,
+            rdb_del_sync_files: false,
         }
     }
+}
+
+/// Settings Redis 7.0 refuses to CONFIG SET unless `enable-protected-configs`
+/// (which corekv does not have) allows it.
+pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
+
+fn yes_no(values: &[&str]) -> Result<bool, String> {
+    match one(values)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+fn show_yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+/// `save "3600 1 300 100"` as pairs; `save ""` for none.
+fn save_points(values: &[&str]) -> Result<Vec<(u64, u64)>, String> {
+    let words: Vec<&str> = values.iter().flat_map(|v| v.split_whitespace()).collect();
+    if !words.len().is_multiple_of(2) {
+        return Err("Invalid save parameters".into());
+    }
+    words
+        .chunks(2)
+        .map(|p| match (p[0].parse::<i64>(), p[1].parse::<i64>()) {
+            (Ok(s), Ok(c)) if s >= 1 && c >= 0 => Ok((s as u64, c as u64)),
+            _ => Err("Invalid save parameters".into()),
+        })
+        .collect()
 }
 
 type Getter = fn(&Config) -> String;
@@ -196,13 +244,31 @@ pub static PARAMS: &[Param] = &[
         one(v)?.to_string()),
     param!("hll-sparse-max-bytes", true, |c| c.hll_sparse_max_bytes.to_string(), |c, v| c.hll_sparse_max_bytes =
         memory_in(v, 0)?),
-    // No persistence yet: reported as Redis reports it disabled, so tools that
-    // read them (redis-benchmark) see the truth.
-    param!("save", true, |_c| String::new(), |_c, v| {
-        if v.iter().any(|s| !s.is_empty()) {
-            return Err("persistence is not supported yet".into());
+    param!("save", true, |c| c.save.iter().map(|(s, n)| format!("{s} {n}")).collect::<Vec<_>>().join(" "), |c, v| c
+        .save =
+        save_points(v)?),
+    param!("dbfilename", true, |c| c.dbfilename.clone(), |c, v| {
+        let name = one(v)?;
+        if name.contains('/') {
+            return Err("dbfilename can't be a path, just a filename".into());
         }
+        c.dbfilename = name.to_string()
     }),
+    // Redis chdir()s; corekv keeps the absolute path (the process's working
+    // directory is shared by every core).
+    param!("dir", true, |c| c.dir.clone(), |c, v| {
+        let dir = std::fs::canonicalize(one(v)?).map_err(|e| crate::config::os_reason(&e))?;
+        if !dir.is_dir() {
+            return Err("Not a directory".into());
+        }
+        c.dir = dir.display().to_string()
+    }),
+    param!("rdbcompression", true, |c| show_yes_no(c.rdbcompression), |c, v| c.rdbcompression = yes_no(v)?),
+    param!("rdbchecksum", false, |c| show_yes_no(c.rdbchecksum), |c, v| c.rdbchecksum = yes_no(v)?),
+    param!("stop-writes-on-bgsave-error", true, |c| show_yes_no(c.stop_writes_on_bgsave_error), |c, v| c
+        .stop_writes_on_bgsave_error =
+        yes_no(v)?),
+    param!("rdb-del-sync-files", true, |c| show_yes_no(c.rdb_del_sync_files), |c, v| c.rdb_del_sync_files = yes_no(v)?),
     param!("appendonly", true, |_c| "no".into(), |_c, v| {
         if !one(v)?.eq_ignore_ascii_case("no") {
             return Err("appendonly is not supported yet".into());
@@ -241,6 +307,15 @@ pub static PARAMS: &[Param] = &[
     param!("set-max-intset-entries", true, |c| c.set_max_intset_entries.to_string(), |c, v| c.set_max_intset_entries =
         int_in(v, 0, i64::MAX)? as u64),
 ];
+
+/// An I/O error as C's strerror words it ("No such file or directory").
+pub fn os_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
 
 pub fn find_param(name: &str) -> Option<&'static Param> {
     PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))

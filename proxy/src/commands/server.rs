@@ -5,6 +5,7 @@ use crate::conn::Connection;
 use crate::core::Core;
 use crate::log;
 use crate::mesh::call_all;
+use crate::persistence;
 use shard::config::find_param;
 use shard::reply::errors::SYNTAX;
 use shard::Args;
@@ -37,6 +38,8 @@ pub struct CoreReport {
     /// Net bytes allocated by this core's thread.
     pub allocated: i64,
     pub blocked: u64,
+    /// Writes since the last save.
+    pub dirty: u64,
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -74,6 +77,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         cpu_sys,
         allocated: (core.process.thread_allocated)(),
         blocked: core.blocked_here.get(),
+        dirty: shard.dirty,
     }
 }
 
@@ -159,7 +163,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         );
     }
     if want("persistence") {
-        section("Persistence", "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n".into());
+        section("Persistence", persistence::info(core, sum(|r| r.dirty)));
     }
     if want("stats") {
         section(
@@ -315,6 +319,9 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         let Some(param) = find_param(&name) else {
             return conn.error(&format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
         };
+        if shard::config::PROTECTED.contains(&param.name) {
+            return conn.error(&failed("can't set protected config"));
+        }
         if !param.mutable {
             return conn.error(&failed("can't set immutable config"));
         }
@@ -346,6 +353,8 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     if applied.iter().any(Option::is_none) {
         return conn.error("ERR CONFIG SET could not reach every shard");
     }
+    // `save` and `stop-writes-on-bgsave-error` decide whether writes are refused.
+    persistence::refresh_deny_writes(&conn.core).await;
     reply(conn, |r| r.ok());
 }
 
@@ -369,15 +378,34 @@ pub async fn config_resetstat(conn: &mut Connection) {
     reply(conn, |r| r.ok());
 }
 
-pub fn shutdown(conn: &mut Connection, args: Args) {
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: saves first when asked or
+/// when a save point is configured; a failed save keeps the server up
+/// unless FORCE.
+pub async fn shutdown(conn: &mut Connection, args: Args<'_>) {
+    let (mut save, mut nosave, mut force) = (false, false, false);
     for opt in args.iter().skip(1) {
         match opt.to_ascii_lowercase().as_slice() {
-            b"nosave" | b"save" | b"now" | b"force" => {}
+            b"nosave" => nosave = true,
+            b"save" => save = true,
+            b"force" => force = true,
+            b"now" => {}
             b"abort" => return conn.error("ERR No shutdown in progress."),
             _ => return conn.error(SYNTAX),
         }
     }
+    if save && nosave {
+        return conn.error(SYNTAX);
+    }
     log::warning("User requested shutdown...");
+    if persistence::save_on_shutdown(&conn.core, save, nosave) {
+        if let Err(e) = persistence::final_save(&conn.core).await {
+            log::warning(&format!("Error trying to save the DB: {e}"));
+            if !force {
+                log::warning("Errors trying to shut down the server. Check the logs for more information.");
+                return conn.error("ERR Errors trying to SHUTDOWN. Check logs.");
+            }
+        }
+    }
     conn.core.process.request_shutdown();
     conn.state.close = true;
 }

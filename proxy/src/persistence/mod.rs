@@ -1,0 +1,419 @@
+//! Snapshots of the whole process into one RDB file, and loading it at
+//! start (`load.rs`). See ARCHITECTURE.md, "Persistence: snapshots".
+//!
+//! A save: one save at a time in the process (`SaveStatus::in_progress`);
+//! the cut is a barrier every core's thread waits at (`cut.rs`); then each
+//! core walks its shard cooperatively, streaming its part to
+//! `temp-<pid>.part<i>.rdb` through glommio's io_uring files; the coordinator
+//! joins header, parts, EOF and the CRC64 (combined from the parts' CRCs)
+//! into `temp-<pid>.rdb`, fsyncs it, renames it over `dbfilename` and
+//! fsyncs the directory, so a crash mid-save leaves the previous file.
+
+mod cut;
+pub mod load;
+
+use crate::core::Core;
+use crate::log;
+use crate::mesh::call_all;
+use cut::CutBarrier;
+use futures_lite::AsyncWriteExt;
+use glommio::io::{BufferedFile, StreamWriterBuilder};
+use shard::rdb;
+use std::cell::{Cell, RefCell};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bytes a shard serializes before handing them to the file.
+const CHUNK: usize = 256 << 10;
+/// Work a shard does per step before letting its clients run.
+const SLICE: Duration = Duration::from_micros(300);
+/// How long cores wait at the cut for the slowest one before giving up.
+const CUT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Redis's CONFIG_BGSAVE_RETRY_DELAY: a failed scheduled save is retried
+/// after this many seconds.
+const RETRY_DELAY_S: u64 = 5;
+
+/// Process-wide save facts for INFO, LASTSAVE and the schedule. Written by
+/// saves only (rare), never on the data path.
+pub struct SaveStatus {
+    /// The save lock: one snapshot at a time.
+    pub in_progress: AtomicBool,
+    /// The running save is a BGSAVE (INFO's rdb_bgsave_in_progress).
+    pub background: AtomicBool,
+    /// Unix ms when the running save started.
+    pub started_ms: AtomicU64,
+    /// Unix seconds of the last successful save (LASTSAVE).
+    pub last_save: AtomicU64,
+    /// Unix seconds of the last attempt, for the retry delay.
+    pub last_try: AtomicU64,
+    pub last_bgsave_ok: AtomicBool,
+    pub last_bgsave_secs: AtomicI64,
+    pub saves: AtomicU64,
+    /// Keys loaded and keys skipped as expired by the load at start.
+    pub loaded_keys: AtomicU64,
+    pub load_expired: AtomicU64,
+}
+
+impl Default for SaveStatus {
+    fn default() -> Self {
+        let now = shard::unix_ms() / 1000;
+        SaveStatus {
+            in_progress: AtomicBool::new(false),
+            background: AtomicBool::new(false),
+            started_ms: AtomicU64::new(0),
+            last_save: AtomicU64::new(now),
+            last_try: AtomicU64::new(0),
+            last_bgsave_ok: AtomicBool::new(true),
+            last_bgsave_secs: AtomicI64::new(-1),
+            saves: AtomicU64::new(0),
+            loaded_keys: AtomicU64::new(0),
+            load_expired: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A core's part in saves.
+#[derive(Default)]
+pub struct CoreSave {
+    /// Writes refused with MISCONF (a failed BGSAVE with
+    /// stop-writes-on-bgsave-error and a save point): one flag per command.
+    pub deny_writes: Cell<bool>,
+    /// The finished part: (bytes, CRC64), or why it failed.
+    part: RefCell<Option<Result<(u64, u64), String>>>,
+    /// The shard's dirty counter at the cut.
+    dirty_at_cut: Cell<u64>,
+}
+
+/// Redis 7.0's reply to writes after a failed background save.
+pub const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
+
+#[derive(Debug, PartialEq)]
+pub enum SaveError {
+    /// Another save runs.
+    InProgress,
+    Failed(String),
+}
+
+fn part_path(dir: &Path, index: usize) -> PathBuf {
+    dir.join(format!("temp-{}.part{index}.rdb", std::process::id()))
+}
+
+/// Recomputes every core's MISCONF flag (after a save or a CONFIG SET).
+pub async fn refresh_deny_writes(core: &Rc<Core>) {
+    call_all(core, |c| {
+        let failed = !c.process.save_status.last_bgsave_ok.load(Relaxed);
+        let config = c.config();
+        let deny = failed && config.stop_writes_on_bgsave_error && !config.save.is_empty();
+        c.save.deny_writes.set(deny);
+    })
+    .await;
+}
+
+/// Saves a point-in-time snapshot of every shard to `dir/dbfilename`.
+/// `background`: counted as a BGSAVE (its status gates writes, as Redis's
+/// `lastbgsave_status`). Other clients are served throughout.
+pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
+    let status = &core.process.save_status;
+    if status.in_progress.compare_exchange(false, true, Relaxed, Relaxed).is_err() {
+        return Err(SaveError::InProgress);
+    }
+    let started = shard::unix_ms();
+    status.started_ms.store(started, Relaxed);
+    status.background.store(background, Relaxed);
+    status.last_try.store(started / 1000, Relaxed);
+    if background {
+        log::notice("Background saving started");
+    }
+    let result = snapshot(core).await;
+    let secs = (shard::unix_ms() - started) / 1000;
+    match &result {
+        Ok(()) => {
+            status.last_save.store(shard::unix_ms() / 1000, Relaxed);
+            status.saves.fetch_add(1, Relaxed);
+            call_all(core, |c| {
+                let mut shard = c.shard.borrow_mut();
+                shard.dirty = shard.dirty.saturating_sub(c.save.dirty_at_cut.get());
+            })
+            .await;
+            log::notice(if background { "Background saving terminated with success" } else { "DB saved on disk" });
+        }
+        Err(e) => log::warning(&format!("Failed saving the DB: {e}")),
+    }
+    if background {
+        status.last_bgsave_ok.store(result.is_ok(), Relaxed);
+        status.last_bgsave_secs.store(secs as i64, Relaxed);
+    }
+    status.background.store(false, Relaxed);
+    status.in_progress.store(false, Relaxed);
+    if background {
+        refresh_deny_writes(core).await;
+    }
+    result.map_err(SaveError::Failed)
+}
+
+/// BGSAVE: starts a save in its own task.
+pub fn spawn_bgsave(core: &Rc<Core>) -> Result<(), SaveError> {
+    if core.process.save_status.in_progress.load(Relaxed) {
+        return Err(SaveError::InProgress);
+    }
+    let core = core.clone();
+    glommio::spawn_local(async move {
+        let _ = save(&core, true).await;
+    })
+    .detach();
+    Ok(())
+}
+
+/// Cut, parts, join. Leaves no temp file behind on failure.
+async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
+    let (dir, file_name, compress, checksum) = {
+        let c = core.config();
+        (PathBuf::from(&c.dir), c.dbfilename.clone(), c.rdbcompression, c.rdbchecksum)
+    };
+    let barrier = Arc::new(CutBarrier::new(core.count, CUT_TIMEOUT));
+    let cut_ms = shard::unix_ms();
+    let cut_dir = dir.clone();
+    let cut = call_all(core, move |c| {
+        if !barrier.wait() {
+            return false;
+        }
+        let mut shard = c.shard.borrow_mut();
+        shard.begin_snapshot(cut_ms, compress);
+        c.save.dirty_at_cut.set(shard.dirty);
+        drop(shard);
+        *c.save.part.borrow_mut() = None;
+        let path = part_path(&cut_dir, c.index);
+        let writer = c.clone();
+        glommio::spawn_local(async move {
+            let result = write_part(&writer, &path).await;
+            if result.is_err() {
+                writer.shard.borrow_mut().end_snapshot();
+                let _ = std::fs::remove_file(&path);
+            }
+            *writer.save.part.borrow_mut() = Some(result);
+        })
+        .detach();
+        true
+    })
+    .await;
+    let parts = if cut.iter().all(|ok| *ok == Some(true)) {
+        wait_for_parts(core).await
+    } else {
+        Err("the shards did not all reach the cut".to_string())
+    };
+    let parts = match parts {
+        Ok(p) => p,
+        Err(e) => {
+            // Stop the walks that did start; drop their files.
+            let cleanup_dir = dir.clone();
+            call_all(core, move |c| {
+                c.shard.borrow_mut().end_snapshot();
+                let _ = std::fs::remove_file(part_path(&cleanup_dir, c.index));
+            })
+            .await;
+            return Err(e);
+        }
+    };
+    let result = join(core, &dir, &file_name, &parts, checksum).await;
+    for i in 0..parts.len() {
+        let _ = std::fs::remove_file(part_path(&dir, i));
+    }
+    result
+}
+
+/// Polls every core until its part is written; (bytes, CRC) per shard.
+async fn wait_for_parts(core: &Rc<Core>) -> Result<Vec<(u64, u64)>, String> {
+    let mut parts: Vec<Option<(u64, u64)>> = vec![None; core.count];
+    let mut error = None;
+    while parts.iter().any(Option::is_none) && error.is_none() {
+        glommio::timer::sleep(Duration::from_millis(2)).await;
+        let done = call_all(core, |c| c.save.part.borrow_mut().take()).await;
+        for (i, d) in done.into_iter().enumerate() {
+            match d {
+                Some(Some(Ok(p))) => parts[i] = Some(p),
+                Some(Some(Err(e))) => error = Some(e),
+                Some(None) => {}
+                None => error = Some("a shard is shutting down".into()),
+            }
+        }
+    }
+    match error {
+        Some(e) => Err(e),
+        None => Ok(parts.into_iter().flatten().collect()),
+    }
+}
+
+/// Streams this shard's part to `path`, a step at a time.
+async fn write_part(core: &Rc<Core>, path: &Path) -> Result<(u64, u64), String> {
+    let io = |e: std::io::Error| format!("writing {}: {e}", path.display());
+    let file = BufferedFile::create(path).await.map_err(|e| io(e.into()))?;
+    let mut out = StreamWriterBuilder::new(file).with_buffer_size(CHUNK).build();
+    let mut buf = Vec::with_capacity(CHUNK * 2);
+    let mut crc = rdb::Crc64::new();
+    let mut len = 0u64;
+    loop {
+        let done = core.shard.borrow_mut().snapshot_step(&mut buf, CHUNK, Instant::now() + SLICE);
+        crc.update(&buf);
+        len += buf.len() as u64;
+        out.write_all(&buf).await.map_err(io)?;
+        buf.clear();
+        if done {
+            break;
+        }
+        glommio::executor().yield_task_queue_now().await;
+    }
+    out.close().await.map_err(io)?;
+    Ok((len, crc.value()))
+}
+
+/// Joins header, parts, EOF and checksum into `temp-<pid>.rdb`, fsyncs it
+/// and renames it over `dir/file_name`.
+async fn join(
+    core: &Rc<Core>,
+    dir: &Path,
+    file_name: &str,
+    parts: &[(u64, u64)],
+    checksum: bool,
+) -> Result<(), String> {
+    let temp = dir.join(format!("temp-{}.rdb", std::process::id()));
+    let io = |e: glommio::GlommioError<()>| format!("writing {}: {e}", temp.display());
+    let mut head = Vec::new();
+    let ctime = (shard::unix_ms() / 1000).to_string();
+    let used = (core.process.memory)().rss.to_string();
+    rdb::write_header(
+        &mut head,
+        &[
+            ("redis-ver", b"7.0.15"),
+            ("redis-bits", b"64"),
+            ("ctime", ctime.as_bytes()),
+            ("used-mem", used.as_bytes()),
+            ("aof-base", b"0"),
+        ],
+    );
+    let mut crc = rdb::Crc64::new();
+    crc.update(&head);
+    let mut crc = crc.value();
+    let file = BufferedFile::create(&temp).await.map_err(io)?;
+    let result: Result<(), String> = async {
+        let mut pos = head.len() as u64;
+        file.write_at(head, 0).await.map_err(io)?;
+        for (i, &(len, part_crc)) in parts.iter().enumerate() {
+            let from = part_path(dir, i);
+            let to = file.as_raw_fd();
+            let at = pos;
+            // The kernel copies (copy_file_range): no pass through this core.
+            glommio::executor()
+                .spawn_blocking(move || copy_range(&from, to, at, len))
+                .await
+                .map_err(|e| format!("copying shard {i}'s part: {e}"))?;
+            crc = rdb::crc64_combine(crc, part_crc, len);
+            pos += len;
+        }
+        let mut tail = Vec::new();
+        rdb::write_eof(&mut tail);
+        let mut eof_crc = rdb::Crc64::new();
+        eof_crc.update(&tail);
+        crc = rdb::crc64_combine(crc, eof_crc.value(), tail.len() as u64);
+        tail.extend_from_slice(&if checksum { crc } else { 0 }.to_le_bytes());
+        file.write_at(tail, pos).await.map_err(io)?;
+        file.fdatasync().await.map_err(io)?;
+        Ok(())
+    }
+    .await;
+    let _ = file.close().await;
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&temp);
+        return Err(e);
+    }
+    let target = dir.join(file_name);
+    if let Err(e) = std::fs::rename(&temp, &target) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(format!("renaming {} to {}: {e}", temp.display(), target.display()));
+    }
+    let directory = glommio::io::Directory::open(dir).await.map_err(|e| format!("{e}"))?;
+    directory.sync().await.map_err(|e| format!("fsync of {}: {e}", dir.display()))?;
+    let _ = directory.close().await;
+    Ok(())
+}
+
+/// Copies all of `from` to `to` at offset `at` with copy_file_range.
+fn copy_range(from: &Path, to: std::os::fd::RawFd, at: u64, len: u64) -> std::io::Result<()> {
+    let src = std::fs::File::open(from)?;
+    let (mut src_off, mut dst_off) = (0i64, at as i64);
+    let mut left = len;
+    while left > 0 {
+        let chunk = left.min(1 << 30) as usize;
+        // SAFETY: both descriptors are open for the duration of the call and
+        // the offsets are plain integers the kernel advances.
+        let n = unsafe { libc::copy_file_range(src.as_raw_fd(), &mut src_off, to, &mut dst_off, chunk, 0) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "part shorter than written"));
+        }
+        left -= n as u64;
+    }
+    Ok(())
+}
+
+/// The save schedule, checked by core 0's cron: a BGSAVE when some save
+/// point `(seconds, changes)` is met, as Redis's serverCron does.
+pub async fn cron(core: &Rc<Core>) {
+    let points = core.config().save.clone();
+    let status = &core.process.save_status;
+    if points.is_empty() || status.in_progress.load(Relaxed) {
+        return;
+    }
+    let dirty: u64 = call_all(core, |c| c.shard.borrow().dirty).await.into_iter().flatten().sum();
+    let now = shard::unix_ms() / 1000;
+    let since_save = now.saturating_sub(status.last_save.load(Relaxed));
+    let retry_ok =
+        status.last_bgsave_ok.load(Relaxed) || now.saturating_sub(status.last_try.load(Relaxed)) > RETRY_DELAY_S;
+    if let Some((secs, changes)) = points.iter().find(|(s, c)| dirty >= *c && since_save >= *s) {
+        if retry_ok {
+            log::notice(&format!("{changes} changes in {secs} seconds. Saving..."));
+            let _ = spawn_bgsave(core);
+        }
+    }
+}
+
+/// Whether a shutdown should save: SAVE or NOSAVE, else when a save point
+/// is configured.
+pub fn save_on_shutdown(core: &Core, save: bool, nosave: bool) -> bool {
+    save || (!nosave && !core.config().save.is_empty())
+}
+
+/// Waits for a running save, then saves in the foreground (for shutdown).
+pub async fn final_save(core: &Rc<Core>) -> Result<(), String> {
+    log::notice("Saving the final RDB snapshot before exiting.");
+    loop {
+        match save(core, false).await {
+            Err(SaveError::InProgress) => glommio::timer::sleep(Duration::from_millis(10)).await,
+            Err(SaveError::Failed(e)) => return Err(e),
+            Ok(()) => return Ok(()),
+        }
+    }
+}
+
+/// INFO's persistence section.
+pub fn info(core: &Core, dirty: u64) -> String {
+    let s = &core.process.save_status;
+    let running = s.in_progress.load(Relaxed);
+    let background = running && s.background.load(Relaxed);
+    let current = if background { ((shard::unix_ms() - s.started_ms.load(Relaxed)) / 1000) as i64 } else { -1 };
+    format!(
+        "loading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:0\r\ncurrent_save_keys_total:0\r\nrdb_changes_since_last_save:{dirty}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+        background as u8,
+        s.last_save.load(Relaxed),
+        if s.last_bgsave_ok.load(Relaxed) { "ok" } else { "err" },
+        s.last_bgsave_secs.load(Relaxed),
+        s.saves.load(Relaxed),
+        s.load_expired.load(Relaxed),
+        s.loaded_keys.load(Relaxed),
+    )
+}
