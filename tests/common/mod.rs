@@ -33,7 +33,13 @@ impl Server {
     /// Starts corekv on an ephemeral port with extra arguments.
     pub fn start(args: &[&str]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_corekv"));
-        cmd.args(["--port", "0", "--bind", "127.0.0.1"]).args(args);
+        cmd.args(["--port", "0", "--bind", "127.0.0.1"]);
+        // No snapshots into the working directory unless a test asks (as
+        // the differential tests' redis-server runs with --save "").
+        if !args.iter().any(|a| *a == "--save" || *a == "--dir") {
+            cmd.args(["--save", ""]);
+        }
+        cmd.args(args);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         die_with_parent(&mut cmd);
         let mut child = cmd.spawn().expect("spawn corekv");

@@ -14,6 +14,11 @@
 //! the slowest core. One save at a time in the process, so two barriers
 //! can never wait on each other; a core that never arrives (shutting down)
 //! makes every waiter give up after the timeout, all of them alike.
+//!
+//! The coordinating core arrives last, and only once all the others have:
+//! until then it keeps running its reactor, which is what delivers its
+//! mesh messages' wake-ups to the other cores (a blocked sender would leave
+//! a sleeping peer unwoken, and the barrier would never fill).
 
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -35,6 +40,12 @@ struct State {
 impl CutBarrier {
     pub fn new(parties: usize, timeout: Duration) -> Self {
         CutBarrier { parties, timeout, state: Mutex::new(State::default()), opened: Condvar::new() }
+    }
+
+    /// Parties that have arrived so far (the coordinator waits for all but
+    /// itself before arriving).
+    pub fn arrived(&self) -> usize {
+        self.state.lock().map_or(0, |s| if s.broken { usize::MAX } else { s.arrived })
     }
 
     /// Blocks the calling thread until every party arrived (true) or the

@@ -14,7 +14,7 @@ pub mod load;
 
 use crate::core::Core;
 use crate::log;
-use crate::mesh::call_all;
+use crate::mesh::{self, call_all};
 use cut::CutBarrier;
 use futures_lite::AsyncWriteExt;
 use glommio::io::{BufferedFile, StreamWriterBuilder};
@@ -177,8 +177,9 @@ async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
     let barrier = Arc::new(CutBarrier::new(core.count, CUT_TIMEOUT));
     let cut_ms = shard::unix_ms();
     let cut_dir = dir.clone();
-    let cut = call_all(core, move |c| {
-        if !barrier.wait() {
+    let arrivals = barrier.clone();
+    let take_cut = move |c: &Rc<Core>| {
+        if !arrivals.wait() {
             return false;
         }
         let mut shard = c.shard.borrow_mut();
@@ -198,13 +199,9 @@ async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
         })
         .detach();
         true
-    })
-    .await;
-    let parts = if cut.iter().all(|ok| *ok == Some(true)) {
-        wait_for_parts(core).await
-    } else {
-        Err("the shards did not all reach the cut".to_string())
     };
+    let cut = cut_everywhere(core, &barrier, take_cut).await;
+    let parts = if cut { wait_for_parts(core).await } else { Err("the shards did not all reach the cut".to_string()) };
     let parts = match parts {
         Ok(p) => p,
         Err(e) => {
@@ -223,6 +220,30 @@ async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
         let _ = std::fs::remove_file(part_path(&dir, i));
     }
     result
+}
+
+/// Runs `take_cut` on every core, this one last (see `cut.rs`): the others
+/// block at the barrier while this core keeps its reactor running until
+/// they all have arrived. True when every shard took the cut.
+async fn cut_everywhere<F>(core: &Rc<Core>, barrier: &CutBarrier, take_cut: F) -> bool
+where
+    F: Fn(&Rc<Core>) -> bool + Send + Clone + 'static,
+{
+    let mut tickets = Vec::new();
+    for shard in (0..core.count).filter(|&s| s != core.index) {
+        let f = take_cut.clone();
+        let call: mesh::CallFn = Box::new(move |c| Box::new(f(c)));
+        tickets.push(mesh::send(core, shard, mesh::Request::Call(call)).await);
+    }
+    let deadline = Instant::now() + CUT_TIMEOUT;
+    while barrier.arrived() < core.count - 1 && Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_micros(50)).await;
+    }
+    let mut all = take_cut(core);
+    for ticket in tickets {
+        all &= matches!(ticket.await, mesh::Response::Call(any) if any.downcast_ref::<bool>() == Some(&true));
+    }
+    all
 }
 
 /// Polls every core until its part is written; (bytes, CRC) per shard.
