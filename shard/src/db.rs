@@ -32,6 +32,12 @@ impl Entry {
         (now / 1000).saturating_sub(self.access as u64)
     }
 
+    /// Makes the key look unused for `seconds` (RESTORE IDLETIME, the
+    /// IDLE opcode of an RDB file).
+    pub fn set_idle_seconds(&mut self, now: u64, seconds: u64) {
+        self.access = (now / 1000).saturating_sub(seconds).min(u32::MAX as u64) as u32;
+    }
+
     #[inline]
     fn is_expired(&self, now: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now
