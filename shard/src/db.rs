@@ -32,14 +32,15 @@ impl Entry {
         (self.expire_at != 0).then_some(self.expire_at)
     }
 
-    /// Marks the last access `idle_s` seconds before `now` (a loaded LRU).
-    pub fn set_idle(&mut self, idle_s: u64, now: u64) {
-        self.access = (now / 1000).saturating_sub(idle_s) as u32;
-    }
-
     /// Seconds since the last access.
     pub fn idle_seconds(&self, now: u64) -> u64 {
         (now / 1000).saturating_sub(self.access as u64)
+    }
+
+    /// Makes the key look unused for `seconds` (RESTORE IDLETIME, the
+    /// IDLE opcode of an RDB file).
+    pub fn set_idle_seconds(&mut self, now: u64, seconds: u64) {
+        self.access = (now / 1000).saturating_sub(seconds).min(u32::MAX as u64) as u32;
     }
 
     #[inline]

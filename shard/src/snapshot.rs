@@ -196,7 +196,7 @@ mod tests {
             if let rdb::Item::Entry { db, key, value, .. } = item {
                 let mut scratch = itoa::Buffer::new();
                 let bytes = value.string_bytes(&mut scratch).unwrap().to_vec();
-                assert!(map.insert((db, key), bytes).is_none(), "an entry written twice");
+                assert!(map.insert((db, key.into_owned()), bytes).is_none(), "an entry written twice");
             }
         }
         map

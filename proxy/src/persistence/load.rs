@@ -8,7 +8,7 @@ use crate::core::Core;
 use crate::log;
 use crate::slot::key_slot;
 use shard::db::Ttl;
-use shard::rdb::{Item, Reader};
+use shard::rdb::{Item, Limits, Reader};
 use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -84,9 +84,12 @@ pub fn load(core: &Core, dump: &Dump) -> Result<(), String> {
     let fail = |e: shard::rdb::RdbError| {
         format!("Short read or OOM loading DB. Unrecoverable error, aborting now. {}: {e}", dump.path)
     };
-    let mut reader = Reader::new(data).map_err(fail)?;
     let mut shard = core.shard.borrow_mut();
     let (checksum, databases) = (shard.config.rdbchecksum, shard.dbs.len());
+    // Loaded values take the configured encodings, as Redis fits them.
+    let mut reader = Reader::with_limits(data, Limits::of(&shard.config)).map_err(fail)?;
+    // One core checks the file's CRC-64; a mismatch stops the process.
+    reader.set_verify_checksum(checksum && index == 0);
     let now = shard::unix_ms();
     let (mut loaded, mut expired) = (0u64, 0u64);
     loop {
@@ -113,7 +116,7 @@ pub fn load(core: &Core, dump: &Dump) -> Result<(), String> {
                 let ttl = expire_at_ms.map_or(Ttl::Clear, Ttl::At);
                 let entry = shard.dbs[db].set(&key, value, ttl, now);
                 if let Some(idle) = idle {
-                    entry.set_idle(idle, now);
+                    entry.set_idle_seconds(now, idle);
                 }
                 loaded += 1;
             }

@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod bitmap;
+pub mod dump;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
@@ -179,6 +180,7 @@ pub(crate) mod prelude {
 pub static FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     keys::COMMANDS,
+    dump::COMMANDS,
     string::COMMANDS,
     bitmap::COMMANDS,
     hyperloglog::COMMANDS,
