@@ -184,7 +184,7 @@ fn save_kill_restart(shards: usize) {
     let (after, before) = (dumps(&mut c).unwrap_or_default(), dumps_before.unwrap_or_default());
     // A hashtable's DUMP follows its iteration order, which a reload may
     // change (in Redis too); `state` compared those by content.
-    let ordered = |k: &&String| !state_before[&format!("0:{k}")].split(' ').nth(1).is_some_and(|e| e == "hashtable");
+    let ordered = |k: &&String| state_before[&format!("0:{k}")].split(" ").nth(1).is_none_or(|e| e != "hashtable");
     let differ: Vec<&String> = before.keys().filter(ordered).filter(|k| after.get(*k) != before.get(*k)).collect();
     assert!(differ.is_empty(), "DUMP differs for {differ:?}");
     assert_eq!(info_field(&mut c, "rdb_last_load_keys_loaded"), state_before.len().to_string());

@@ -94,6 +94,7 @@ async fn cron(core: Rc<Core>) {
         let hz = core.config().hz.max(1);
         glommio::timer::sleep(Duration::from_millis(1000 / hz)).await;
         if core.process.shutting_down() {
+            persistence::abandon(&core);
             return;
         }
         if core.index == 0 && core.process.reload_requested.swap(false, std::sync::atomic::Ordering::Relaxed) {

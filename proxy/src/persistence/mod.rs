@@ -246,6 +246,16 @@ where
     all
 }
 
+/// A core stopping mid-save (SHUTDOWN NOSAVE during a BGSAVE) removes its
+/// part file; the previous dump is untouched.
+pub fn abandon(core: &Core) {
+    let mut shard = core.shard.borrow_mut();
+    if shard.snapshot_running() {
+        shard.end_snapshot();
+        let _ = std::fs::remove_file(part_path(Path::new(&shard.config.dir), core.index));
+    }
+}
+
 /// Polls every core until its part is written; (bytes, CRC) per shard.
 async fn wait_for_parts(core: &Rc<Core>) -> Result<Vec<(u64, u64)>, String> {
     let mut parts: Vec<Option<(u64, u64)>> = vec![None; core.count];
