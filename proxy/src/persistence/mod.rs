@@ -53,6 +53,8 @@ pub struct SaveStatus {
     pub last_bgsave_ok: AtomicBool,
     pub last_bgsave_secs: AtomicI64,
     pub saves: AtomicU64,
+    /// Saves started, numbering each save's parts.
+    pub sequence: AtomicU64,
     /// Keys loaded and keys skipped as expired by the load at start.
     pub loaded_keys: AtomicU64,
     pub load_expired: AtomicU64,
@@ -70,6 +72,7 @@ impl Default for SaveStatus {
             last_bgsave_ok: AtomicBool::new(true),
             last_bgsave_secs: AtomicI64::new(-1),
             saves: AtomicU64::new(0),
+            sequence: AtomicU64::new(0),
             loaded_keys: AtomicU64::new(0),
             load_expired: AtomicU64::new(0),
         }
@@ -82,8 +85,10 @@ pub struct CoreSave {
     /// Writes refused with MISCONF (a failed BGSAVE with
     /// stop-writes-on-bgsave-error and a save point): one flag per command.
     pub deny_writes: Cell<bool>,
-    /// The finished part: (bytes, CRC64), or why it failed.
-    part: RefCell<Option<Result<(u64, u64), String>>>,
+    /// The finished part of save number `.0`: (bytes, CRC64), or why it
+    /// failed. The number keeps a writer of an abandoned save from
+    /// answering for the next one.
+    part: RefCell<Option<(u64, Result<(u64, u64), String>)>>,
     /// The shard's dirty counter at the cut.
     dirty_at_cut: Cell<u64>,
 }
@@ -117,10 +122,22 @@ pub async fn refresh_deny_writes(core: &Rc<Core>) {
 /// `background`: counted as a BGSAVE (its status gates writes, as Redis's
 /// `lastbgsave_status`). Other clients are served throughout.
 pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
+    lock(core)?;
+    save_locked(core, background).await
+}
+
+/// Takes the one-save-at-a-time lock.
+fn lock(core: &Core) -> Result<(), SaveError> {
     let status = &core.process.save_status;
-    if status.in_progress.compare_exchange(false, true, Relaxed, Relaxed).is_err() {
-        return Err(SaveError::InProgress);
+    match status.in_progress.compare_exchange(false, true, Relaxed, Relaxed) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(SaveError::InProgress),
     }
+}
+
+/// A save, the lock held; releases it.
+async fn save_locked(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
+    let status = &core.process.save_status;
     let started = shard::unix_ms();
     status.started_ms.store(started, Relaxed);
     status.background.store(background, Relaxed);
@@ -157,12 +174,10 @@ pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
 
 /// BGSAVE: starts a save in its own task.
 pub fn spawn_bgsave(core: &Rc<Core>) -> Result<(), SaveError> {
-    if core.process.save_status.in_progress.load(Relaxed) {
-        return Err(SaveError::InProgress);
-    }
+    lock(core)?;
     let core = core.clone();
     glommio::spawn_local(async move {
-        let _ = save(&core, true).await;
+        let _ = save_locked(&core, true).await;
     })
     .detach();
     Ok(())
@@ -175,6 +190,7 @@ async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
         (PathBuf::from(&c.dir), c.dbfilename.clone(), c.rdbcompression, c.rdbchecksum)
     };
     let barrier = Arc::new(CutBarrier::new(core.count, CUT_TIMEOUT));
+    let seq = core.process.save_status.sequence.fetch_add(1, Relaxed) + 1;
     let cut_ms = shard::unix_ms();
     let cut_dir = dir.clone();
     let arrivals = barrier.clone();
@@ -195,13 +211,14 @@ async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
                 writer.shard.borrow_mut().end_snapshot();
                 let _ = std::fs::remove_file(&path);
             }
-            *writer.save.part.borrow_mut() = Some(result);
+            *writer.save.part.borrow_mut() = Some((seq, result));
         })
         .detach();
         true
     };
     let cut = cut_everywhere(core, &barrier, take_cut).await;
-    let parts = if cut { wait_for_parts(core).await } else { Err("the shards did not all reach the cut".to_string()) };
+    let parts =
+        if cut { wait_for_parts(core, seq).await } else { Err("the shards did not all reach the cut".to_string()) };
     let parts = match parts {
         Ok(p) => p,
         Err(e) => {
@@ -257,12 +274,20 @@ pub fn abandon(core: &Core) {
 }
 
 /// Polls every core until its part is written; (bytes, CRC) per shard.
-async fn wait_for_parts(core: &Rc<Core>) -> Result<Vec<(u64, u64)>, String> {
+async fn wait_for_parts(core: &Rc<Core>, seq: u64) -> Result<Vec<(u64, u64)>, String> {
     let mut parts: Vec<Option<(u64, u64)>> = vec![None; core.count];
     let mut error = None;
     while parts.iter().any(Option::is_none) && error.is_none() {
         glommio::timer::sleep(Duration::from_millis(2)).await;
-        let done = call_all(core, |c| c.save.part.borrow_mut().take()).await;
+        let done = call_all(core, move |c| {
+            let mut part = c.save.part.borrow_mut();
+            match part.take() {
+                Some((s, result)) if s == seq => Some(result),
+                // An abandoned save's writer finishing late: dropped.
+                _ => None,
+            }
+        })
+        .await;
         for (i, d) in done.into_iter().enumerate() {
             match d {
                 Some(Some(Ok(p))) => parts[i] = Some(p),
