@@ -244,7 +244,9 @@ fn all_keys(conn: &mut Raw) -> Vec<Vec<u8>> {
 }
 
 /// Every entry of an RDB file, as read by `shard::rdb`.
-fn read_file(data: &[u8]) -> Result<(Vec<(Vec<u8>, shard::value::Value, Option<u64>)>, Vec<Item<'_>>), rdb::RdbError> {
+type Entries = Vec<(Vec<u8>, shard::value::Value, Option<u64>)>;
+
+fn read_file(data: &[u8]) -> Result<(Entries, Vec<Item<'_>>), rdb::RdbError> {
     let mut reader = Reader::new(data)?;
     let (mut entries, mut others) = (Vec::new(), Vec::new());
     while let Some(item) = reader.next()? {
@@ -257,7 +259,7 @@ fn read_file(data: &[u8]) -> Result<(Vec<(Vec<u8>, shard::value::Value, Option<u
 }
 
 /// RESTOREs decoded entries into corekv (with their absolute expiry).
-fn restore_into(conn: &mut Raw, entries: &[(Vec<u8>, shard::value::Value, Option<u64>)]) {
+fn restore_into(conn: &mut Raw, entries: &Entries) {
     for (key, value, at) in entries {
         let at = at.unwrap_or(0).to_string();
         let reply = cmd(conn, &[b"RESTORE", key, at.as_bytes(), &rdb::dump_payload(value), b"ABSTTL", b"REPLACE"]);
@@ -295,7 +297,7 @@ fn old_redis_files_load_as_redis_7_loads_them() {
     assert!(loaded >= 16, "{loaded} keys compared");
     // A damaged ziplist is an error naming its offset, not a panic.
     let data = std::fs::read(assets.join("corrupt_ziplist.rdb")).unwrap();
-    let err = read_file(&data).err().expect("corrupt_ziplist.rdb is refused");
+    let err = read_file(&data).expect_err("corrupt_ziplist.rdb is refused");
     assert!(err.message.contains("Ziplist integrity") && err.offset > 75, "{err}");
 }
 
@@ -318,7 +320,7 @@ fn rdb_files_move_both_ways_between_redis_and_corekv() {
     assert!(others
         .iter()
         .any(|i| matches!(i, Item::Aux { key, value } if &key[..] == b"redis-ver" && &value[..] == b"7.0.15")));
-    assert!(others.iter().any(|i| matches!(i, Item::Function(f) if &f[..] == &lib[..])));
+    assert!(others.iter().any(|i| matches!(i, Item::Function(f) if f[..] == lib[..])));
     assert!(matches!(others.last(), Some(Item::Eof { checksum_ok: true })));
     let corekv = Server::shards(3);
     let mut c = corekv.raw();

@@ -9,6 +9,7 @@
 pub mod crc64;
 mod decode;
 mod encode;
+mod input;
 mod intset;
 pub mod listpack;
 pub mod lzf;
