@@ -231,6 +231,14 @@ fn header_aux_and_checksum() {
         last = Some(item);
     }
     assert!(matches!(last, Some(Item::Eof { checksum_ok: false })));
+    let mut std_header = Vec::new();
+    write_standard_header(&mut std_header, 1_700_000_000, 12345, true);
+    let mut r = Reader::new(&std_header).unwrap();
+    let mut aux = Vec::new();
+    while let Ok(Some(Item::Aux { key, value })) = r.next() {
+        aux.push(format!("{}={}", String::from_utf8_lossy(&key), String::from_utf8_lossy(&value)));
+    }
+    assert_eq!(aux, ["redis-ver=7.0.15", "redis-bits=64", "ctime=1700000000", "used-mem=12345", "aof-base=1"]);
     assert!(Reader::new(b"REDIS0011").is_err());
     assert!(Reader::new(b"RADIS0009").is_err());
     let e = Reader::new(b"REDIS0011").err().unwrap();
