@@ -154,6 +154,46 @@ fn values_move_both_ways_between_redis_and_corekv() {
     transfer(&mut c, &mut r, &keys);
 }
 
+/// RESTORE fits a value to the target's thresholds, as Redis does: the
+/// same payloads land in the same encodings on a redis-server and a corekv
+/// both configured with small limits.
+#[test]
+fn restored_values_take_the_configured_encodings() {
+    let source = Redis::start();
+    let (redis, corekv) = (Redis::start(), Server::shards(2));
+    let (mut src, mut r, mut c) = (source.raw(), redis.raw(), corekv.raw());
+    let cmds = population();
+    for parts in &cmds {
+        run(&mut src, parts);
+    }
+    let settings: [&[u8]; 12] = [
+        b"hash-max-listpack-entries",
+        b"2",
+        b"hash-max-listpack-value",
+        b"4",
+        b"zset-max-listpack-entries",
+        b"2",
+        b"zset-max-listpack-value",
+        b"4",
+        b"set-max-intset-entries",
+        b"2",
+        b"list-max-listpack-size",
+        b"3",
+    ];
+    for conn in [&mut r, &mut c] {
+        for pair in settings.chunks(2) {
+            assert_eq!(cmd(conn, &[b"CONFIG", b"SET", pair[0], pair[1]]), Value::Simple(b("OK")));
+        }
+    }
+    for key in keys(&cmds) {
+        let Value::Bulk(payload) = cmd(&mut src, &[b"DUMP", &key]) else { panic!() };
+        for conn in [&mut r, &mut c] {
+            assert_eq!(cmd(conn, &[b"RESTORE", &key, b"0", &payload]), Value::Simple(b("OK")));
+        }
+        assert_eq!(observe(&mut r, &key), observe(&mut c, &key), "{}", String::from_utf8_lossy(&key));
+    }
+}
+
 #[test]
 fn restore_errors_and_options_match_redis() {
     let redis = Redis::start();
