@@ -338,6 +338,14 @@ fn old_versions_and_opcodes() {
     assert!(items[2].contains("db: 3") && items[2].contains("Some(2000000000000)"), "{}", items[2]);
     assert!(items[2].contains("idle: Some(10)") && items[2].contains("freq: Some(5)"));
     assert_eq!(items[3], "Function([108, 105, 98])");
+    // A library in the format of Redis 7.0's release candidates.
+    let mut f = b"REDIS0010".to_vec();
+    f.extend_from_slice(&[opcode::FUNCTION, 3, b'l', b'i', b'b', 3, b'L', b'U', b'A', 1, 1, b'd', 8]);
+    f.extend_from_slice(b"return 1");
+    match Reader::new(&f).unwrap().next().unwrap() {
+        Some(Item::Function(payload)) => assert_eq!(payload, b"#!LUA name=lib\nreturn 1"),
+        other => panic!("{other:?}"),
+    }
     let mut m = b"REDIS0010".to_vec();
     m.extend_from_slice(&[opcode::MODULE_AUX, 1, 2, 0]);
     assert!(Reader::new(&m).unwrap().next().unwrap_err().message.contains("module"));
