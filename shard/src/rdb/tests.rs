@@ -291,6 +291,20 @@ fn old_encodings_load() {
         encode::write_string(&mut body, &ziplist::build(part), &SaveOptions { compress: true });
     }
     assert_eq!(restore_body(&body).unwrap(), list(&[b"a".to_vec(), b"1".to_vec(), b"c".to_vec()]));
+    // Quicklist 2 with a PLAIN node (an element past the packed threshold)
+    // between listpack nodes; bad containers and empty nodes are refused.
+    let mut body = vec![kind::LIST_QUICKLIST_2, 3, 2];
+    let mut lp = listpack::Writer::new();
+    lp.push_str(b"a");
+    let lp = lp.finish();
+    encode::write_string(&mut body, &lp, &SaveOptions { compress: false });
+    body.push(1);
+    encode::write_string(&mut body, b"plain element", &SaveOptions { compress: false });
+    body.push(2);
+    encode::write_string(&mut body, &lp, &SaveOptions { compress: false });
+    assert_eq!(restore_body(&body).unwrap(), list(&[b"a".to_vec(), b"plain element".to_vec(), b"a".to_vec()]));
+    assert!(restore_body(&[kind::LIST_QUICKLIST_2, 1, 3, 1, b'x']).unwrap_err().message.contains("Quicklist"));
+    assert!(restore_body(&[kind::LIST_QUICKLIST_2, 1, 1, 0]).is_err());
     // Linked list, plain set, ascii-score zset.
     let body = [&[kind::LIST, 2, 1, b'x', 0xc0, 5][..]].concat();
     assert_eq!(restore_body(&body).unwrap(), list(&[b"x".to_vec(), b"5".to_vec()]));
