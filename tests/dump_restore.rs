@@ -154,6 +154,46 @@ fn values_move_both_ways_between_redis_and_corekv() {
     transfer(&mut c, &mut r, &keys);
 }
 
+/// RESTORE fits a value to the target's thresholds, as Redis does: the
+/// same payloads land in the same encodings on a redis-server and a corekv
+/// both configured with small limits.
+#[test]
+fn restored_values_take_the_configured_encodings() {
+    let source = Redis::start();
+    let (redis, corekv) = (Redis::start(), Server::shards(2));
+    let (mut src, mut r, mut c) = (source.raw(), redis.raw(), corekv.raw());
+    let cmds = population();
+    for parts in &cmds {
+        run(&mut src, parts);
+    }
+    let settings: [&[u8]; 12] = [
+        b"hash-max-listpack-entries",
+        b"2",
+        b"hash-max-listpack-value",
+        b"4",
+        b"zset-max-listpack-entries",
+        b"2",
+        b"zset-max-listpack-value",
+        b"4",
+        b"set-max-intset-entries",
+        b"2",
+        b"list-max-listpack-size",
+        b"3",
+    ];
+    for conn in [&mut r, &mut c] {
+        for pair in settings.chunks(2) {
+            assert_eq!(cmd(conn, &[b"CONFIG", b"SET", pair[0], pair[1]]), Value::Simple(b("OK")));
+        }
+    }
+    for key in keys(&cmds) {
+        let Value::Bulk(payload) = cmd(&mut src, &[b"DUMP", &key]) else { panic!() };
+        for conn in [&mut r, &mut c] {
+            assert_eq!(cmd(conn, &[b"RESTORE", &key, b"0", &payload]), Value::Simple(b("OK")));
+        }
+        assert_eq!(observe(&mut r, &key), observe(&mut c, &key), "{}", String::from_utf8_lossy(&key));
+    }
+}
+
 #[test]
 fn restore_errors_and_options_match_redis() {
     let redis = Redis::start();
@@ -244,7 +284,9 @@ fn all_keys(conn: &mut Raw) -> Vec<Vec<u8>> {
 }
 
 /// Every entry of an RDB file, as read by `shard::rdb`.
-fn read_file(data: &[u8]) -> Result<(Vec<(Vec<u8>, shard::value::Value, Option<u64>)>, Vec<Item<'_>>), rdb::RdbError> {
+type Entries = Vec<(Vec<u8>, shard::value::Value, Option<u64>)>;
+
+fn read_file(data: &[u8]) -> Result<(Entries, Vec<Item<'_>>), rdb::RdbError> {
     let mut reader = Reader::new(data)?;
     let (mut entries, mut others) = (Vec::new(), Vec::new());
     while let Some(item) = reader.next()? {
@@ -257,7 +299,7 @@ fn read_file(data: &[u8]) -> Result<(Vec<(Vec<u8>, shard::value::Value, Option<u
 }
 
 /// RESTOREs decoded entries into corekv (with their absolute expiry).
-fn restore_into(conn: &mut Raw, entries: &[(Vec<u8>, shard::value::Value, Option<u64>)]) {
+fn restore_into(conn: &mut Raw, entries: &Entries) {
     for (key, value, at) in entries {
         let at = at.unwrap_or(0).to_string();
         let reply = cmd(conn, &[b"RESTORE", key, at.as_bytes(), &rdb::dump_payload(value), b"ABSTTL", b"REPLACE"]);
@@ -295,7 +337,7 @@ fn old_redis_files_load_as_redis_7_loads_them() {
     assert!(loaded >= 16, "{loaded} keys compared");
     // A damaged ziplist is an error naming its offset, not a panic.
     let data = std::fs::read(assets.join("corrupt_ziplist.rdb")).unwrap();
-    let err = read_file(&data).err().expect("corrupt_ziplist.rdb is refused");
+    let err = read_file(&data).expect_err("corrupt_ziplist.rdb is refused");
     assert!(err.message.contains("Ziplist integrity") && err.offset > 75, "{err}");
 }
 
@@ -318,7 +360,7 @@ fn rdb_files_move_both_ways_between_redis_and_corekv() {
     assert!(others
         .iter()
         .any(|i| matches!(i, Item::Aux { key, value } if &key[..] == b"redis-ver" && &value[..] == b"7.0.15")));
-    assert!(others.iter().any(|i| matches!(i, Item::Function(f) if &f[..] == &lib[..])));
+    assert!(others.iter().any(|i| matches!(i, Item::Function(f) if f[..] == lib[..])));
     assert!(matches!(others.last(), Some(Item::Eof { checksum_ok: true })));
     let corekv = Server::shards(3);
     let mut c = corekv.raw();

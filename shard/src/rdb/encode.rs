@@ -3,7 +3,7 @@
 //! encoding (`rdbSaveObjectType`, `rdbSaveObject`).
 
 use super::listpack::Writer;
-use super::{intset, kind, lzf, opcode, SaveOptions, RDB_VERSION};
+use super::{intset, kind, lzf, opcode, SaveOptions, RDB_VERSION, REDIS_VER};
 use crate::numbers::{format_double, DoubleBuf};
 use crate::types::hash::Hash;
 use crate::types::list::List;
@@ -116,6 +116,24 @@ pub fn write_header(out: &mut Vec<u8>, aux: &[(&str, &[u8])]) {
     for (key, value) in aux {
         write_aux(out, key.as_bytes(), value);
     }
+}
+
+/// The header Redis 7.0 writes (`rdbSaveInfoAuxFields`): the version it
+/// claims, 64 bits, creation time (unix seconds), memory in use, and
+/// whether the file is an AOF base.
+pub fn write_standard_header(out: &mut Vec<u8>, ctime: u64, used_mem: u64, aof_base: bool) {
+    let (ctime, used_mem) = (ctime.to_string(), used_mem.to_string());
+    let base: &[u8] = if aof_base { b"1" } else { b"0" };
+    write_header(
+        out,
+        &[
+            ("redis-ver", REDIS_VER.as_bytes()),
+            ("redis-bits", b"64"),
+            ("ctime", ctime.as_bytes()),
+            ("used-mem", used_mem.as_bytes()),
+            ("aof-base", base),
+        ],
+    );
 }
 
 pub fn write_select_db(out: &mut Vec<u8>, db: usize) {

@@ -15,10 +15,15 @@ const MAX_LIT: usize = 1 << 5;
 const MAX_OFF: usize = 1 << 13;
 const MAX_REF: usize = (1 << 8) + (1 << 3);
 
+/// Positions by hash of 3 bytes, tagged with the call that stored them
+/// (upper 32 bits), so the table needs no clearing between calls.
+struct Table {
+    slots: Vec<u64>,
+    call: u32,
+}
+
 thread_local! {
-    // Positions by hash of 3 bytes. Never cleared: a stale position is only
-    // a candidate, always checked against the input before use.
-    static TABLE: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    static TABLE: RefCell<Table> = const { RefCell::new(Table { slots: Vec::new(), call: 0 }) };
 }
 
 #[inline]
@@ -36,10 +41,13 @@ pub fn compress(input: &[u8], max_out: usize, out: &mut Vec<u8>) -> bool {
     out.resize(max_out, 0);
     let n = TABLE.with(|t| {
         let mut t = t.borrow_mut();
-        if t.is_empty() {
-            t.resize(HSIZE, u32::MAX);
+        t.call = t.call.wrapping_add(1);
+        if t.slots.is_empty() || t.call == 0 {
+            t.slots = vec![0; HSIZE];
+            t.call = 1;
         }
-        compress_into(input, out, &mut t)
+        let call = t.call;
+        compress_into(input, out, &mut t.slots, call)
     });
     match n {
         Some(n) => {
@@ -53,7 +61,8 @@ pub fn compress(input: &[u8], max_out: usize, out: &mut Vec<u8>) -> bool {
     }
 }
 
-fn compress_into(input: &[u8], out: &mut [u8], htab: &mut [u32]) -> Option<usize> {
+fn compress_into(input: &[u8], out: &mut [u8], htab: &mut [u64], call: u32) -> Option<usize> {
+    let tag = (call as u64) << 32;
     let in_len = input.len();
     let out_len = out.len();
     let mut op = 1; // room for the first literal run's control byte
@@ -63,9 +72,11 @@ fn compress_into(input: &[u8], out: &mut [u8], htab: &mut [u32]) -> Option<usize
     while ip + 2 < in_len {
         hval = (hval << 8) | input[ip + 2] as u32;
         let slot = idx(hval);
-        let r = htab[slot] as usize;
-        htab[slot] = ip as u32;
-        let candidate = r < ip && ip - r - 1 < MAX_OFF && input[r..r + 3] == input[ip..ip + 3];
+        let stored = htab[slot];
+        htab[slot] = tag | ip as u64;
+        // As liblzf: never a reference to position 0 (its empty slot).
+        let r = if stored >> 32 == call as u64 { stored as u32 as usize } else { 0 };
+        let candidate = r > 0 && r < ip && ip - r - 1 < MAX_OFF && input[r..r + 3] == input[ip..ip + 3];
         if candidate {
             let off = ip - r - 1;
             let maxlen = (in_len - ip - 2).min(MAX_REF);
@@ -100,7 +111,7 @@ fn compress_into(input: &[u8], out: &mut [u8], htab: &mut [u32]) -> Option<usize
             hval = (input[ip] as u32) << 8 | input[ip + 1] as u32;
             for _ in 0..2 {
                 hval = (hval << 8) | input[ip + 2] as u32;
-                htab[idx(hval)] = ip as u32;
+                htab[idx(hval)] = tag | ip as u64;
                 ip += 1;
             }
         } else {

@@ -9,6 +9,7 @@
 pub mod crc64;
 mod decode;
 mod encode;
+mod input;
 mod intset;
 pub mod listpack;
 pub mod lzf;
@@ -21,7 +22,9 @@ pub mod zipmap;
 mod tests;
 
 pub use crc64::{crc64_combine, Crc64};
-pub use encode::{write_entry, write_eof, write_header, write_resize_db, write_select_db, write_value};
+pub use encode::{
+    write_entry, write_eof, write_header, write_resize_db, write_select_db, write_standard_header, write_value,
+};
 pub use payload::{dump_payload, restore_payload, restore_payload_with, verify_payload};
 pub use reader::{Item, Reader};
 
@@ -31,6 +34,9 @@ use crate::types::zset;
 
 /// The RDB version written (Redis 7.0's).
 pub const RDB_VERSION: u16 = 10;
+
+/// The Redis version corekv's files claim (as INFO's `redis_version`).
+pub const REDIS_VER: &str = "7.0.15";
 
 /// Value types (`rdb.h`).
 pub mod kind {

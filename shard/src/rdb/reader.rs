@@ -4,7 +4,7 @@
 //! file and decodes only the keys it owns (`next_with`).
 
 use super::crc64::crc64;
-use super::decode::{is_value_type, read_value, skip_value, Input, Result};
+use super::decode::{is_value_type, read_value, skip_value, type_error, Input, Result};
 use super::{opcode, Limits, RdbError, RDB_VERSION};
 use crate::value::Value;
 use std::borrow::Cow;
@@ -152,10 +152,7 @@ impl<'a> Reader<'a> {
                         None => Item::Skipped { db, key },
                     }));
                 }
-                t => {
-                    // Let the value reader name the type (module, stream...).
-                    return Err(skip_value(&mut self.input, t).err().unwrap_or_else(|| RdbError::new(at, "bad type")));
-                }
+                t => return Err(type_error(at, t)),
             }
         }
     }

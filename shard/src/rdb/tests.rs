@@ -231,6 +231,14 @@ fn header_aux_and_checksum() {
         last = Some(item);
     }
     assert!(matches!(last, Some(Item::Eof { checksum_ok: false })));
+    let mut std_header = Vec::new();
+    write_standard_header(&mut std_header, 1_700_000_000, 12345, true);
+    let mut r = Reader::new(&std_header).unwrap();
+    let mut aux = Vec::new();
+    while let Ok(Some(Item::Aux { key, value })) = r.next() {
+        aux.push(format!("{}={}", String::from_utf8_lossy(&key), String::from_utf8_lossy(&value)));
+    }
+    assert_eq!(aux, ["redis-ver=7.0.15", "redis-bits=64", "ctime=1700000000", "used-mem=12345", "aof-base=1"]);
     assert!(Reader::new(b"REDIS0011").is_err());
     assert!(Reader::new(b"RADIS0009").is_err());
     let e = Reader::new(b"REDIS0011").err().unwrap();
@@ -283,6 +291,20 @@ fn old_encodings_load() {
         encode::write_string(&mut body, &ziplist::build(part), &SaveOptions { compress: true });
     }
     assert_eq!(restore_body(&body).unwrap(), list(&[b"a".to_vec(), b"1".to_vec(), b"c".to_vec()]));
+    // Quicklist 2 with a PLAIN node (an element past the packed threshold)
+    // between listpack nodes; bad containers and empty nodes are refused.
+    let mut body = vec![kind::LIST_QUICKLIST_2, 3, 2];
+    let mut lp = listpack::Writer::new();
+    lp.push_str(b"a");
+    let lp = lp.finish();
+    encode::write_string(&mut body, &lp, &SaveOptions { compress: false });
+    body.push(1);
+    encode::write_string(&mut body, b"plain element", &SaveOptions { compress: false });
+    body.push(2);
+    encode::write_string(&mut body, &lp, &SaveOptions { compress: false });
+    assert_eq!(restore_body(&body).unwrap(), list(&[b"a".to_vec(), b"plain element".to_vec(), b"a".to_vec()]));
+    assert!(restore_body(&[kind::LIST_QUICKLIST_2, 1, 3, 1, b'x']).unwrap_err().message.contains("Quicklist"));
+    assert!(restore_body(&[kind::LIST_QUICKLIST_2, 1, 1, 0]).is_err());
     // Linked list, plain set, ascii-score zset.
     let body = [&[kind::LIST, 2, 1, b'x', 0xc0, 5][..]].concat();
     assert_eq!(restore_body(&body).unwrap(), list(&[b"x".to_vec(), b"5".to_vec()]));
@@ -330,6 +352,14 @@ fn old_versions_and_opcodes() {
     assert!(items[2].contains("db: 3") && items[2].contains("Some(2000000000000)"), "{}", items[2]);
     assert!(items[2].contains("idle: Some(10)") && items[2].contains("freq: Some(5)"));
     assert_eq!(items[3], "Function([108, 105, 98])");
+    // A library in the format of Redis 7.0's release candidates.
+    let mut f = b"REDIS0010".to_vec();
+    f.extend_from_slice(&[opcode::FUNCTION, 3, b'l', b'i', b'b', 3, b'L', b'U', b'A', 1, 1, b'd', 8]);
+    f.extend_from_slice(b"return 1");
+    match Reader::new(&f).unwrap().next().unwrap() {
+        Some(Item::Function(payload)) => assert_eq!(payload, b"#!LUA name=lib\nreturn 1"),
+        other => panic!("{other:?}"),
+    }
     let mut m = b"REDIS0010".to_vec();
     m.extend_from_slice(&[opcode::MODULE_AUX, 1, 2, 0]);
     assert!(Reader::new(&m).unwrap().next().unwrap_err().message.contains("module"));
