@@ -79,6 +79,9 @@ impl Default for SaveStatus {
     }
 }
 
+/// A written part: (bytes, CRC-64), or why it failed.
+type PartResult = Result<(u64, u64), String>;
+
 /// A core's part in saves.
 #[derive(Default)]
 pub struct CoreSave {
@@ -88,7 +91,7 @@ pub struct CoreSave {
     /// The finished part of save number `.0`: (bytes, CRC64), or why it
     /// failed. The number keeps a writer of an abandoned save from
     /// answering for the next one.
-    part: RefCell<Option<(u64, Result<(u64, u64), String>)>>,
+    part: RefCell<Option<(u64, PartResult)>>,
     /// The shard's dirty counter at the cut.
     dirty_at_cut: Cell<u64>,
 }
@@ -304,7 +307,7 @@ async fn wait_for_parts(core: &Rc<Core>, seq: u64) -> Result<Vec<(u64, u64)>, St
 }
 
 /// Streams this shard's part to `path`, a step at a time.
-async fn write_part(core: &Rc<Core>, path: &Path) -> Result<(u64, u64), String> {
+async fn write_part(core: &Rc<Core>, path: &Path) -> PartResult {
     let io = |e: std::io::Error| format!("writing {}: {e}", path.display());
     let file = BufferedFile::create(path).await.map_err(|e| io(e.into()))?;
     let mut out = StreamWriterBuilder::new(file).with_buffer_size(CHUNK).build();
