@@ -345,6 +345,9 @@ impl Config {
     /// Parses a file in redis.conf syntax (`name value...`, `#` comments,
     /// quoted values), applying each line on top of `self`.
     pub fn load_text(&mut self, text: &str) -> Result<(), ConfigError> {
+        // Save points accumulate over `save` lines, the first replacing the
+        // default, as in redis.conf ("save 900 1" / "save 300 10").
+        let mut save_points: Option<Vec<(u64, u64)>> = None;
         for (i, line) in text.lines().enumerate() {
             let trimmed = line.trim();
             if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -359,6 +362,11 @@ impl Config {
             match find_param(name) {
                 None => return Err(err("Bad directive or wrong number of arguments".into())),
                 Some(p) => (p.set)(self, &values).map_err(err)?,
+            }
+            if name.eq_ignore_ascii_case("save") {
+                let points = save_points.get_or_insert_with(Vec::new);
+                points.append(&mut self.save);
+                self.save = points.clone();
             }
         }
         Ok(())
@@ -487,6 +495,19 @@ mod tests {
         assert_eq!(e.line, 2);
         let e = c.load_text("maxclients 0\n").unwrap_err();
         assert!(e.reason.contains("between 1 and"), "{}", e.reason);
+    }
+
+    #[test]
+    fn save_lines_accumulate_in_a_file() {
+        let mut c = Config::default();
+        c.load_text("save 900 1\nsave 300 10\n").unwrap();
+        assert_eq!(c.save, vec![(900, 1), (300, 10)]);
+        assert_eq!(c.get("save").unwrap(), "900 1 300 10");
+        c.load_text("save \"\"\n").unwrap();
+        assert!(c.save.is_empty());
+        c.set("save", &["60 5"]).unwrap();
+        assert_eq!(c.save, vec![(60, 5)]);
+        assert!(c.set("save", &["60"]).is_err());
     }
 
     #[test]
