@@ -510,3 +510,39 @@ fn save_leaves_only_the_dump() {
         std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, vec!["dump.rdb".to_string()]);
 }
+
+/// FLUSHALL and overwrites right after BGSAVE replied (during the walk):
+/// the file still holds the keyspace as it was at the cut.
+#[test]
+fn flushall_during_bgsave_keeps_the_cut() {
+    let dir = TempDir::new("flush");
+    let server = corekv(&dir, 3);
+    let mut c = server.client();
+    let mut p = redis::pipe();
+    for i in 0..100_000 {
+        p.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    p.cmd("SELECT").arg(2).cmd("SET").arg("other-db").arg("x").ignore().cmd("SELECT").arg(0).ignore();
+    p.query::<()>(&mut c).unwrap();
+    let saves: u64 = info_field(&mut c, "rdb_saves").parse().unwrap();
+    let mut p = redis::pipe();
+    p.cmd("BGSAVE").ignore().cmd("SET").arg("k1").arg("changed").ignore().cmd("FLUSHALL").ignore();
+    p.cmd("SET").arg("after").arg("1").ignore();
+    p.query::<()>(&mut c).unwrap();
+    wait_for_bgsave(&mut c, saves);
+    let size: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(size, 1, "the flush happened");
+    kill9(server);
+    let server = corekv(&dir, 2);
+    let mut c = server.client();
+    let size: usize = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(size, 100_000);
+    let v: String = redis::cmd("GET").arg("k1").query(&mut c).unwrap();
+    assert_eq!(v, "1");
+    let after: Option<String> = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(after, None);
+    let other: String = redis::cmd("SELECT").arg(2).query(&mut c).unwrap();
+    assert_eq!(other, "OK");
+    let v: String = redis::cmd("GET").arg("other-db").query(&mut c).unwrap();
+    assert_eq!(v, "x");
+}

@@ -77,7 +77,7 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "config|resetstat" => server::config_resetstat(conn).await,
         "shutdown" => server::shutdown(conn, args).await,
         "save" => persistence::save(conn).await,
-        "bgsave" => persistence::bgsave(conn, args),
+        "bgsave" => persistence::bgsave(conn, args).await,
         "lastsave" => persistence::lastsave(conn),
         "client|list" => connection::client_list(conn, args).await,
         "client|kill" => connection::client_kill(conn, args).await,

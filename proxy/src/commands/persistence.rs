@@ -19,15 +19,16 @@ pub async fn save(conn: &mut Connection) {
     }
 }
 
-/// BGSAVE [SCHEDULE]. SCHEDULE only differs while an AOF rewrite runs,
-/// which never overlaps a save here.
-pub fn bgsave(conn: &mut Connection, args: Args) {
+/// BGSAVE [SCHEDULE]: replies once the cut is taken. SCHEDULE only
+/// differs while an AOF rewrite runs, which never overlaps a save here.
+pub async fn bgsave(conn: &mut Connection, args: Args<'_>) {
     if args.len() > 2 || (args.len() == 2 && !args.is(1, "schedule")) {
         return conn.error(SYNTAX);
     }
-    match persistence::spawn_bgsave(&conn.core) {
+    match persistence::bgsave(&conn.core).await {
         Ok(()) => reply(conn, |r| r.simple("Background saving started")),
-        Err(_) => conn.error(IN_PROGRESS),
+        Err(SaveError::InProgress) => conn.error(IN_PROGRESS),
+        Err(SaveError::Failed(_)) => conn.error("ERR"),
     }
 }
 

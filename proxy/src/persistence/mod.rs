@@ -122,11 +122,35 @@ pub async fn refresh_deny_writes(core: &Rc<Core>) {
 }
 
 /// Saves a point-in-time snapshot of every shard to `dir/dbfilename`.
-/// `background`: counted as a BGSAVE (its status gates writes, as Redis's
-/// `lastbgsave_status`). Other clients are served throughout.
+/// Other clients are served throughout.
 pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
     lock(core)?;
-    save_locked(core, background).await
+    let started = begin(core, background);
+    let result = match take_cut(core).await {
+        Ok(cut) => finish(core, cut).await,
+        Err(e) => Err(e),
+    };
+    end(core, background, started, result).await
+}
+
+/// BGSAVE: takes the cut, then returns while the shards write their parts
+/// and the file is joined in the background. As with Redis's fork, what
+/// the caller sent before is in the snapshot and what it sends after is not.
+pub async fn bgsave(core: &Rc<Core>) -> Result<(), SaveError> {
+    lock(core)?;
+    let started = begin(core, true);
+    match take_cut(core).await {
+        Ok(cut) => {
+            let core = core.clone();
+            glommio::spawn_local(async move {
+                let result = finish(&core, cut).await;
+                let _ = end(&core, true, started, result).await;
+            })
+            .detach();
+            Ok(())
+        }
+        Err(e) => end(core, true, started, Err(e)).await,
+    }
 }
 
 /// Takes the one-save-at-a-time lock.
@@ -138,8 +162,8 @@ fn lock(core: &Core) -> Result<(), SaveError> {
     }
 }
 
-/// A save, the lock held; releases it.
-async fn save_locked(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
+/// Marks a save started (the lock held); returns the start time.
+fn begin(core: &Core, background: bool) -> u64 {
     let status = &core.process.save_status;
     let started = shard::unix_ms();
     status.started_ms.store(started, Relaxed);
@@ -148,7 +172,13 @@ async fn save_locked(core: &Rc<Core>, background: bool) -> Result<(), SaveError>
     if background {
         log::notice("Background saving started");
     }
-    let result = snapshot(core).await;
+    started
+}
+
+/// Records how a save ended and releases the lock. A background save's
+/// status decides MISCONF, as Redis's `lastbgsave_status`.
+async fn end(core: &Rc<Core>, background: bool, started: u64, result: Result<(), String>) -> Result<(), SaveError> {
+    let status = &core.process.save_status;
     let secs = (shard::unix_ms() - started) / 1000;
     match &result {
         Ok(()) => {
@@ -175,19 +205,16 @@ async fn save_locked(core: &Rc<Core>, background: bool) -> Result<(), SaveError>
     result.map_err(SaveError::Failed)
 }
 
-/// BGSAVE: starts a save in its own task.
-pub fn spawn_bgsave(core: &Rc<Core>) -> Result<(), SaveError> {
-    lock(core)?;
-    let core = core.clone();
-    glommio::spawn_local(async move {
-        let _ = save_locked(&core, true).await;
-    })
-    .detach();
-    Ok(())
+/// A cut taken: where the parts go and how the file is finished.
+struct Cut {
+    seq: u64,
+    dir: PathBuf,
+    file_name: String,
+    checksum: bool,
 }
 
-/// Cut, parts, join. Leaves no temp file behind on failure.
-async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
+/// Takes the cut on every shard and starts each shard's part writer.
+async fn take_cut(core: &Rc<Core>) -> Result<Cut, String> {
     let (dir, file_name, compress, checksum) = {
         let c = core.config();
         (PathBuf::from(&c.dir), c.dbfilename.clone(), c.rdbcompression, c.rdbchecksum)
@@ -197,7 +224,7 @@ async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
     let cut_ms = shard::unix_ms();
     let cut_dir = dir.clone();
     let arrivals = barrier.clone();
-    let take_cut = move |c: &Rc<Core>| {
+    let on_each = move |c: &Rc<Core>| {
         if !arrivals.wait() {
             return false;
         }
@@ -205,7 +232,6 @@ async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
         shard.begin_snapshot(cut_ms, compress);
         c.save.dirty_at_cut.set(shard.dirty);
         drop(shard);
-        *c.save.part.borrow_mut() = None;
         let path = part_path(&cut_dir, c.index);
         let writer = c.clone();
         glommio::spawn_local(async move {
@@ -219,27 +245,40 @@ async fn snapshot(core: &Rc<Core>) -> Result<(), String> {
         .detach();
         true
     };
-    let cut = cut_everywhere(core, &barrier, take_cut).await;
-    let parts =
-        if cut { wait_for_parts(core, seq).await } else { Err("the shards did not all reach the cut".to_string()) };
-    let parts = match parts {
+    let cut = Cut { seq, dir, file_name, checksum };
+    if cut_everywhere(core, &barrier, on_each).await {
+        Ok(cut)
+    } else {
+        abort(core, &cut.dir).await;
+        Err("the shards did not all reach the cut".to_string())
+    }
+}
+
+/// Waits for the parts and joins them into the file. Leaves no temporary
+/// file behind on failure.
+async fn finish(core: &Rc<Core>, cut: Cut) -> Result<(), String> {
+    let parts = match wait_for_parts(core, cut.seq).await {
         Ok(p) => p,
         Err(e) => {
-            // Stop the walks that did start; drop their files.
-            let cleanup_dir = dir.clone();
-            call_all(core, move |c| {
-                c.shard.borrow_mut().end_snapshot();
-                let _ = std::fs::remove_file(part_path(&cleanup_dir, c.index));
-            })
-            .await;
+            abort(core, &cut.dir).await;
             return Err(e);
         }
     };
-    let result = join(core, &dir, &file_name, &parts, checksum).await;
+    let result = join(core, &cut.dir, &cut.file_name, &parts, cut.checksum).await;
     for i in 0..parts.len() {
-        let _ = std::fs::remove_file(part_path(&dir, i));
+        let _ = std::fs::remove_file(part_path(&cut.dir, i));
     }
     result
+}
+
+/// Stops the walks that did start and drops their files.
+async fn abort(core: &Rc<Core>, dir: &Path) {
+    let dir = dir.to_path_buf();
+    call_all(core, move |c| {
+        c.shard.borrow_mut().end_snapshot();
+        let _ = std::fs::remove_file(part_path(&dir, c.index));
+    })
+    .await;
 }
 
 /// Runs `take_cut` on every core, this one last (see `cut.rs`): the others
@@ -436,7 +475,7 @@ pub async fn cron(core: &Rc<Core>) {
     if let Some((secs, changes)) = points.iter().find(|(s, c)| dirty >= *c && since_save >= *s) {
         if retry_ok {
             log::notice(&format!("{changes} changes in {secs} seconds. Saving..."));
-            let _ = spawn_bgsave(core);
+            let _ = bgsave(core).await;
         }
     }
 }
