@@ -546,3 +546,34 @@ fn flushall_during_bgsave_keeps_the_cut() {
     let v: String = redis::cmd("GET").arg("other-db").query(&mut c).unwrap();
     assert_eq!(v, "x");
 }
+
+/// A client hanging up in the middle of SAVE does not leave the save lock
+/// held: later saves still work.
+#[test]
+fn a_client_leaving_mid_save_does_not_wedge_saves() {
+    let dir = TempDir::new("hangup");
+    let server = corekv(&dir, 2);
+    let mut c = server.client();
+    let mut p = redis::pipe();
+    for i in 0..50_000 {
+        p.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    p.query::<()>(&mut c).unwrap();
+    for _ in 0..3 {
+        let mut raw = server.raw();
+        raw.send(b"SAVE\r\n");
+        drop(raw);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match redis::cmd("SAVE").query::<()>(&mut c) {
+            Ok(()) => break,
+            Err(e) => {
+                assert!(e.to_string().contains("already in progress"), "{e}");
+                assert!(Instant::now() < deadline, "the save lock stays held");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    assert_eq!(info_field(&mut c, "rdb_bgsave_in_progress"), "0");
+}

@@ -121,9 +121,23 @@ pub async fn refresh_deny_writes(core: &Rc<Core>) {
     .await;
 }
 
+/// Runs a save protocol in a task of its own, so a caller that goes away
+/// (a client hanging up mid-SAVE) cannot cut it short holding the lock.
+async fn detached<F>(work: F) -> Result<(), SaveError>
+where
+    F: std::future::Future<Output = Result<(), SaveError>> + 'static,
+{
+    glommio::spawn_local(work).detach().await.unwrap_or_else(|| Err(SaveError::Failed("cancelled".into())))
+}
+
 /// Saves a point-in-time snapshot of every shard to `dir/dbfilename`.
 /// Other clients are served throughout.
 pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
+    let core = core.clone();
+    detached(async move { save_here(&core, background).await }).await
+}
+
+async fn save_here(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
     lock(core)?;
     let started = begin(core, background);
     let result = match take_cut(core).await {
@@ -137,6 +151,11 @@ pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
 /// and the file is joined in the background. As with Redis's fork, what
 /// the caller sent before is in the snapshot and what it sends after is not.
 pub async fn bgsave(core: &Rc<Core>) -> Result<(), SaveError> {
+    let core = core.clone();
+    detached(async move { bgsave_here(&core).await }).await
+}
+
+async fn bgsave_here(core: &Rc<Core>) -> Result<(), SaveError> {
     lock(core)?;
     let started = begin(core, true);
     match take_cut(core).await {
