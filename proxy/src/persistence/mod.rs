@@ -468,12 +468,42 @@ fn copy_range(from: &Path, to: std::os::fd::RawFd, at: u64, len: u64) -> std::io
         // the offsets are plain integers the kernel advances.
         let n = unsafe { libc::copy_file_range(src.as_raw_fd(), &mut src_off, to, &mut dst_off, chunk, 0) };
         if n < 0 {
-            return Err(std::io::Error::last_os_error());
+            let e = std::io::Error::last_os_error();
+            return match e.raw_os_error() {
+                // No kernel copy here (old kernel, odd filesystem): by hand.
+                Some(libc::ENOSYS | libc::EXDEV | libc::EINVAL | libc::EOPNOTSUPP) => {
+                    copy_by_hand(&src, to, src_off as u64, dst_off as u64, left)
+                }
+                _ => Err(e),
+            };
         }
         if n == 0 {
             return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "part shorter than written"));
         }
         left -= n as u64;
+    }
+    Ok(())
+}
+
+/// `copy_range` without copy_file_range: pread/pwrite through a buffer.
+fn copy_by_hand(
+    src: &std::fs::File,
+    to: std::os::fd::RawFd,
+    mut from: u64,
+    mut at: u64,
+    mut left: u64,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    // SAFETY: `to` stays open for the call; ManuallyDrop keeps it open after.
+    let dst = std::mem::ManuallyDrop::new(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(to) });
+    let mut buf = vec![0u8; 1 << 20];
+    while left > 0 {
+        let n = src.read_at(&mut buf[..left.min(1 << 20) as usize], from)?;
+        if n == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "part shorter than written"));
+        }
+        dst.write_all_at(&buf[..n], at)?;
+        (from, at, left) = (from + n as u64, at + n as u64, left - n as u64);
     }
     Ok(())
 }
@@ -533,4 +563,34 @@ pub fn info(core: &Core, dirty: u64) -> String {
         s.load_expired.load(Relaxed),
         s.loaded_keys.load(Relaxed),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn parts_are_copied_at_their_offset_either_way() {
+        let dir = std::env::temp_dir().join(format!("corekv-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let part = dir.join("part");
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&part, &data).unwrap();
+        for by_hand in [false, true] {
+            let out = dir.join(format!("out{by_hand}"));
+            std::fs::write(&out, b"HEAD").unwrap();
+            let file = std::fs::OpenOptions::new().write(true).open(&out).unwrap();
+            if by_hand {
+                let src = std::fs::File::open(&part).unwrap();
+                copy_by_hand(&src, file.as_raw_fd(), 0, 4, data.len() as u64).unwrap();
+            } else {
+                copy_range(&part, file.as_raw_fd(), 4, data.len() as u64).unwrap();
+            }
+            let got = std::fs::read(&out).unwrap();
+            assert_eq!(&got[..4], b"HEAD");
+            assert!(got[4..] == data[..], "by hand: {by_hand}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
