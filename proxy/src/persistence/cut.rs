@@ -48,6 +48,17 @@ impl CutBarrier {
         self.state.lock().map_or(0, |s| if s.broken { usize::MAX } else { s.arrived })
     }
 
+    /// Breaks the barrier for everyone (the coordinator gave up waiting for
+    /// the others, without blocking its own thread).
+    pub fn abandon(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            if !s.open {
+                s.broken = true;
+                self.opened.notify_all();
+            }
+        }
+    }
+
     /// Blocks the calling thread until every party arrived (true) or the
     /// barrier broke by timeout (false, for every party).
     pub fn wait(&self) -> bool {
@@ -109,5 +120,17 @@ mod tests {
             .collect();
         assert!(early.into_iter().all(|h| !h.join().unwrap()));
         assert!(!b.wait(), "a late arrival finds the barrier broken");
+
+        let b = Arc::new(CutBarrier::new(2, Duration::from_secs(60)));
+        let waiter = std::thread::spawn({
+            let b = b.clone();
+            move || b.wait()
+        });
+        while b.arrived() < 1 {
+            std::thread::yield_now();
+        }
+        b.abandon();
+        assert!(!waiter.join().unwrap(), "abandoning releases the waiters at once");
+        assert!(!b.wait());
     }
 }

@@ -314,7 +314,11 @@ where
         tickets.push(mesh::send(core, shard, mesh::Request::Call(call)).await);
     }
     let deadline = Instant::now() + CUT_TIMEOUT;
-    while barrier.arrived() < core.count - 1 && Instant::now() < deadline {
+    while barrier.arrived() < core.count - 1 {
+        if Instant::now() >= deadline {
+            barrier.abandon();
+            break;
+        }
         glommio::timer::sleep(Duration::from_micros(50)).await;
     }
     let mut all = take_cut(core);
