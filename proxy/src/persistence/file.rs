@@ -57,7 +57,9 @@ pub(super) async fn join(
     let io = |e: glommio::GlommioError<()>| format!("writing {}: {e}", temp.display());
     let mut head = Vec::new();
     let ctime = (shard::unix_ms() / 1000).to_string();
-    let used = (core.process.memory)().rss.to_string();
+    // Allocated bytes, as Redis's used_memory (INFO memory sums the same).
+    let used: i64 = crate::mesh::call_all(core, |c| (c.process.thread_allocated)()).await.into_iter().flatten().sum();
+    let used = used.max(0).to_string();
     rdb::write_header(
         &mut head,
         &[

@@ -120,6 +120,22 @@ pub fn load(core: &Core, dump: &Dump) -> Result<(), String> {
                 }
                 loaded += 1;
             }
+            // Redis's own start-up lines, once.
+            Some(Item::Aux { key, value }) if index == 0 => {
+                let value = String::from_utf8_lossy(&value);
+                match &*key {
+                    b"redis-ver" => log::notice(&format!("Loading RDB produced by version {value}")),
+                    b"ctime" => {
+                        let age = (now / 1000).saturating_sub(value.parse().unwrap_or(now / 1000));
+                        log::notice(&format!("RDB age {age} seconds"));
+                    }
+                    b"used-mem" => {
+                        let mb = value.parse::<f64>().unwrap_or(0.0) / 1048576.0;
+                        log::notice(&format!("RDB memory usage when created {mb:.2} Mb"));
+                    }
+                    _ => {}
+                }
+            }
             Some(Item::Function(_)) => {
                 if index == 0 {
                     log::warning("The RDB file holds a function library; corekv has no functions: skipped");
