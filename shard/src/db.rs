@@ -70,7 +70,7 @@ pub struct Db {
     /// Keys removed because their time ran out (lazily or by the sweep).
     pub expired_keys: u64,
     /// The running snapshot, if any. Every mutation goes through
-    /// [`Db::preserve`] first: one branch when no snapshot runs.
+    /// [`preserve`] first: one branch when no snapshot runs.
     pub(crate) snap: Option<Box<DbSnapshot>>,
 }
 
