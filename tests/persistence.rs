@@ -577,3 +577,27 @@ fn a_client_leaving_mid_save_does_not_wedge_saves() {
     }
     assert_eq!(info_field(&mut c, "rdb_bgsave_in_progress"), "0");
 }
+
+/// SIGTERM whose final save fails keeps the server running, as Redis does
+/// ("can't exit"); the next SIGTERM, once saving works, saves and exits.
+#[test]
+fn sigterm_with_a_failing_save_keeps_serving() {
+    let dir = TempDir::new("sigterm-fail");
+    let mut server = corekv(&dir, 2);
+    let mut c = server.client();
+    let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+    std::fs::remove_dir_all(&dir.0).unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.log.lock().unwrap().iter().any(|l| l.contains("can't exit")) {
+        assert!(Instant::now() < deadline, "no failed-save line: {:?}", server.log.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(server.is_running());
+    let got: String = redis::cmd("GET").arg("k").query(&mut c).unwrap();
+    assert_eq!(got, "v");
+    std::fs::create_dir_all(&dir.0).unwrap();
+    assert!(server.terminate().success());
+    assert!(dir.file("dump.rdb").exists());
+}
