@@ -25,6 +25,8 @@ pub(crate) struct EntryWriter {
     opts: SaveOptions,
     /// Serialized entries not yet handed to the part file.
     pub(crate) out: Vec<u8>,
+    /// Keys written so far (INFO's current_save_keys_processed).
+    written: u64,
 }
 
 impl EntryWriter {
@@ -37,6 +39,7 @@ impl EntryWriter {
             // A key whose time had run out at the cut was already gone.
             if !entry.is_expired(self.cut_ms) {
                 rdb::write_entry(&mut self.out, &entry.key, &entry.value, entry.expire_at(), &self.opts);
+                self.written += 1;
             }
         }
     }
@@ -107,7 +110,7 @@ impl Shard {
         st.resized = vec![false; self.dbs.len()];
         let epoch = st.epoch;
         for (index, db) in self.dbs.iter_mut().enumerate() {
-            let writer = EntryWriter { epoch, cut_ms, opts: SaveOptions { compress }, out: Vec::new() };
+            let writer = EntryWriter { epoch, cut_ms, opts: SaveOptions { compress }, out: Vec::new(), written: 0 };
             let at_cut = (db.len() as u64, db.volatile() as u64);
             db.snap = Some(Box::new(DbSnapshot { writer, frozen: None, cursor: Some(0), index, at_cut }));
         }
@@ -115,6 +118,14 @@ impl Shard {
 
     pub fn snapshot_running(&self) -> bool {
         self.snapshot.running
+    }
+
+    /// (keys written, keys at the cut) of the running snapshot.
+    pub fn snapshot_progress(&self) -> (u64, u64) {
+        self.dbs
+            .iter()
+            .filter_map(|db| db.snap.as_deref())
+            .fold((0, 0), |(done, total), s| (done + s.writer.written, total + s.at_cut.0))
     }
 
     /// One cooperative step of the walk: appends this shard's next part

@@ -40,6 +40,8 @@ pub struct CoreReport {
     pub blocked: u64,
     /// Writes since the last save.
     pub dirty: u64,
+    /// (keys written, keys at the cut) of a running snapshot.
+    pub save_keys: (u64, u64),
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -78,6 +80,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         allocated: (core.process.thread_allocated)(),
         blocked: core.blocked_here.get(),
         dirty: shard.dirty,
+        save_keys: shard.snapshot_progress(),
     }
 }
 
@@ -163,7 +166,10 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         );
     }
     if want("persistence") {
-        section("Persistence", persistence::info(core, sum(|r| r.dirty)));
+        section(
+            "Persistence",
+            persistence::info(core, sum(|r| r.dirty), (sum(|r| r.save_keys.0), sum(|r| r.save_keys.1))),
+        );
     }
     if want("stats") {
         section(
