@@ -41,6 +41,40 @@ pub struct Config {
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
+    /// Per-shard append-only files (`appendonly`).
+    pub appendonly: bool,
+    pub appendfsync: AppendFsync,
+    /// Folder of the AOF files and manifest (a name, not a path, as Redis).
+    pub appenddirname: String,
+    /// Base name of the AOF files (`appendonly.aof`).
+    pub appendfilename: String,
+    /// Load an AOF whose last command is cut short (and truncate it).
+    pub aof_load_truncated: bool,
+    /// Rewrite bases as RDB (once the codec is in) rather than commands.
+    pub aof_use_rdb_preamble: bool,
+    /// No fsync of the AOF while a rewrite runs.
+    pub no_appendfsync_on_rewrite: bool,
+}
+
+/// When the AOF is fsynced (`appendfsync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// Before any reply to a write leaves the server.
+    Always,
+    /// Once a second, in the background.
+    EverySec,
+    /// Left to the kernel.
+    No,
+}
+
+impl AppendFsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::EverySec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
 }
 
 /// How the process presents itself to Redis Cluster clients.
@@ -93,6 +127,13 @@ impl Default for Config {
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
+            appendonly: false,
+            appendfsync: AppendFsync::EverySec,
+            appenddirname: "appendonlydir".into(),
+            appendfilename: "appendonly.aof".into(),
+            aof_load_truncated: true,
+            aof_use_rdb_preamble: true,
+            no_appendfsync_on_rewrite: false,
         }
     }
 }
@@ -129,6 +170,18 @@ fn memory_in(values: &[&str], min: u64) -> Result<u64, String> {
         return Err(format!("argument must be between {min} and {} inclusive", i64::MAX));
     }
     Ok(v)
+}
+
+fn yes_no(v: bool) -> String {
+    if v { "yes" } else { "no" }.into()
+}
+
+fn bool_arg(values: &[&str]) -> Result<bool, String> {
+    match one(values)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
 }
 
 macro_rules! param {
@@ -203,11 +256,37 @@ pub static PARAMS: &[Param] = &[
             return Err("persistence is not supported yet".into());
         }
     }),
-    param!("appendonly", true, |_c| "no".into(), |_c, v| {
-        if !one(v)?.eq_ignore_ascii_case("no") {
-            return Err("appendonly is not supported yet".into());
+    // Switching the AOF on or off needs a rewrite Redis starts from CONFIG
+    // SET; here it is decided at start (CONFIG SET refuses a change).
+    param!("appendonly", true, |c| yes_no(c.appendonly), |c, v| c.appendonly = bool_arg(v)?),
+    param!("appendfsync", true, |c| c.appendfsync.name().into(), |c, v| {
+        c.appendfsync = match one(v)?.to_ascii_lowercase().as_str() {
+            "always" => AppendFsync::Always,
+            "everysec" => AppendFsync::EverySec,
+            "no" => AppendFsync::No,
+            _ => return Err("argument(s) must be one of the following: always, everysec, no".into()),
         }
     }),
+    param!("appenddirname", false, |c| c.appenddirname.clone(), |c, v| {
+        let name = one(v)?;
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err("appenddirname can't be a path, just a dirname".into());
+        }
+        c.appenddirname = name.to_string()
+    }),
+    param!("appendfilename", false, |c| c.appendfilename.clone(), |c, v| {
+        let name = one(v)?;
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err("appendfilename can't be a path, just a filename".into());
+        }
+        c.appendfilename = name.to_string()
+    }),
+    param!("aof-load-truncated", true, |c| yes_no(c.aof_load_truncated), |c, v| c.aof_load_truncated = bool_arg(v)?),
+    param!("aof-use-rdb-preamble", true, |c| yes_no(c.aof_use_rdb_preamble), |c, v| c.aof_use_rdb_preamble =
+        bool_arg(v)?),
+    param!("no-appendfsync-on-rewrite", true, |c| yes_no(c.no_appendfsync_on_rewrite), |c, v| c
+        .no_appendfsync_on_rewrite =
+        bool_arg(v)?),
     // Sorted-set encoding thresholds; the ziplist names are Redis 7.0's aliases.
     param!("zset-max-listpack-entries", true, |c| c.zset_max_listpack_entries.to_string(), |c, v| c
         .zset_max_listpack_entries =

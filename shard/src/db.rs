@@ -58,6 +58,10 @@ pub struct Db {
     sweep_pos: u64,
     /// Keys removed because their time ran out (lazily or by the sweep).
     pub expired_keys: u64,
+    /// Set while effects are propagated (AOF, replicas): expired keys are
+    /// collected in `expired_log` to go out as `DEL`s before the next effect.
+    pub log_expired: bool,
+    pub expired_log: Vec<CompactBytes>,
 }
 
 impl Db {
@@ -106,6 +110,9 @@ impl Db {
         if self.table.remove(hash, key).is_some() {
             self.volatile -= 1;
             self.expired_keys += 1;
+            if self.log_expired {
+                self.expired_log.push(CompactBytes::new(key));
+            }
         }
     }
 
@@ -158,6 +165,9 @@ impl Db {
             self.volatile -= 1;
             if entry.is_expired(now) {
                 self.expired_keys += 1;
+                if self.log_expired {
+                    self.expired_log.push(entry.key);
+                }
                 return None;
             }
         }
@@ -222,11 +232,16 @@ impl Db {
         let mut expired = 0;
         let start = self.sweep_pos;
         let mut wrapped = false;
+        let mut log = if self.log_expired { Some(&mut self.expired_log) } else { None };
         while examined < budget {
             let mut seen = 0;
             let (removed, next) = self.table.sweep_segment(self.sweep_pos, |e| {
                 seen += 1;
-                !e.is_expired(now)
+                let expired = e.is_expired(now);
+                if let (true, Some(log)) = (expired, log.as_deref_mut()) {
+                    log.push(e.key.clone());
+                }
+                !expired
             });
             examined += seen.max(1);
             expired += removed;
