@@ -228,6 +228,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     log::notice(&format!("Shards pinned: {}", placement.join(", ")));
     install_signal_handlers(process.clone())?;
 
+    let aof = proxy::persistence::aof::prepare(&config, shards)?.map(Arc::new);
     let requests = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
     let responses = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<usize, String>>();
@@ -242,6 +243,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             responses: responses.clone(),
             listen: listen.clone(),
             cluster: cluster.clone(),
+            aof: aof.clone(),
         };
         let ready = ready_tx.clone();
         let process = process.clone();

@@ -152,6 +152,8 @@ pub struct Core {
     pub waiter_seq: Cell<u64>,
     /// A weak handle on itself, for tasks spawned from `&self`.
     pub me: std::rc::Weak<Core>,
+    /// This shard's append-only file.
+    pub aof: crate::persistence::aof::Aof,
 }
 
 impl Core {
@@ -161,6 +163,7 @@ impl Core {
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),
             me,
+            aof: Default::default(),
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),

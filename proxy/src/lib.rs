@@ -11,6 +11,7 @@ pub mod conn;
 pub mod core;
 pub mod log;
 pub mod mesh;
+pub mod persistence;
 pub mod pipeline;
 pub mod resp;
 pub mod server;

@@ -25,6 +25,8 @@ pub struct CoreSetup {
     pub responses: ResponseMesh,
     pub listen: Vec<SocketAddr>,
     pub cluster: ClusterView,
+    /// The AOF to replay and append to (`appendonly yes`).
+    pub aof: Option<Arc<crate::persistence::aof::Manifest>>,
 }
 
 /// A listening socket for this core. `shared`: SO_REUSEPORT, so every core
@@ -125,6 +127,9 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     let shard = Shard::new(setup.index, setup.count, setup.config);
     let core = Rc::new_cyclic(|me| Core::new(shard, setup.cluster, mesh, setup.process, me.clone()));
     mesh::serve(&core, requests, responses);
+    if let Some(manifest) = &setup.aof {
+        crate::persistence::aof::start(&core, manifest).await;
+    }
     for addr in &setup.listen {
         let client = listener(*addr, backlog, true)?;
         glommio::spawn_local(accept_loop(core.clone(), client, Port::Client)).detach();

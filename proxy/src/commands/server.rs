@@ -37,6 +37,8 @@ pub struct CoreReport {
     /// Net bytes allocated by this core's thread.
     pub allocated: i64,
     pub blocked: u64,
+    /// This shard's AOF figures (`None` when the AOF is off).
+    pub aof: Option<crate::persistence::aof::AofStats>,
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -74,6 +76,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         cpu_sys,
         allocated: (core.process.thread_allocated)(),
         blocked: core.blocked_here.get(),
+        aof: core.aof.enabled.get().then(|| core.aof.stats.borrow().clone()),
     }
 }
 
@@ -159,7 +162,14 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         );
     }
     if want("persistence") {
-        section("Persistence", "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\n".into());
+        let aof: Vec<_> = reports.iter().filter_map(|r| r.aof.clone()).collect();
+        section(
+            "Persistence",
+            format!(
+                "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n{}",
+                crate::persistence::aof::info_fields(&aof)
+            ),
+        );
     }
     if want("stats") {
         section(
@@ -317,6 +327,9 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         };
         if !param.mutable {
             return conn.error(&failed("can't set immutable config"));
+        }
+        if param.name == "appendonly" && !value.eq_ignore_ascii_case(&candidate.get("appendonly").unwrap_or_default()) {
+            return conn.error(&failed("appendonly is decided at start in corekv (restart with the new setting)"));
         }
         if changes.iter().any(|(n, _)| *n == param.name) {
             return conn.error(&failed("duplicate parameter"));

@@ -1,0 +1,263 @@
+//! The per-shard append-only file against the real binary: every type
+//! written (relative TTLs, SPOP, INCRBYFLOAT, cross-shard RENAME...) with
+//! `appendfsync always`, `kill -9` right after the last reply, restart,
+//! and every key, value and TTL identical; torn tails with
+//! `aof-load-truncated` yes and no; BGREWRITEAOF under concurrent writes.
+
+mod common;
+
+use common::Server;
+use redis::Connection;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A temp folder removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("corekv-aof-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn start(dir: &Path, shards: usize, extra: &[&str]) -> Server {
+    let shards = shards.to_string();
+    let mut args = vec!["--shards", &shards, "--appendonly", "yes", "--appendfsync", "always"];
+    args.extend_from_slice(extra);
+    Server::start_in(Some(dir), &args)
+}
+
+fn cmd(c: &mut Connection, line: &[&str]) -> redis::Value {
+    let mut command = redis::cmd(line[0]);
+    for a in &line[1..] {
+        command.arg(*a);
+    }
+    command.query(c).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+}
+
+/// Every key of every database with its type, value and absolute expiry,
+/// in a canonical text form.
+fn state(c: &mut Connection) -> Vec<String> {
+    let mut out = Vec::new();
+    for db in 0..16 {
+        cmd(c, &["SELECT", &db.to_string()]);
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(c).unwrap();
+        keys.sort();
+        for k in keys {
+            let kind: String = redis::cmd("TYPE").arg(&k).query(c).unwrap();
+            let value = match kind.as_str() {
+                "string" => cmd(c, &["GET", &k]),
+                "list" => cmd(c, &["LRANGE", &k, "0", "-1"]),
+                "zset" => cmd(c, &["ZRANGE", &k, "0", "-1", "WITHSCORES"]),
+                "hash" => {
+                    let mut pairs: Vec<(String, String)> = redis::cmd("HGETALL").arg(&k).query(c).unwrap();
+                    pairs.sort();
+                    redis::Value::Bulk(
+                        pairs.into_iter().map(|(f, v)| redis::Value::Data(format!("{f}={v}").into_bytes())).collect(),
+                    )
+                }
+                "set" => {
+                    let mut members: Vec<String> = redis::cmd("SMEMBERS").arg(&k).query(c).unwrap();
+                    members.sort();
+                    redis::Value::Bulk(members.into_iter().map(|m| redis::Value::Data(m.into_bytes())).collect())
+                }
+                other => panic!("type {other}"),
+            };
+            let at: i64 = redis::cmd("PEXPIRETIME").arg(&k).query(c).unwrap();
+            out.push(format!("db{db} {k} {kind} {value:?} expires {at}"));
+        }
+    }
+    cmd(c, &["SELECT", "0"]);
+    out
+}
+
+/// Writes of every type, including the commands whose effect differs from
+/// the command (relative TTLs, SPOP, INCRBYFLOAT) and the proxy's
+/// cross-shard paths.
+fn write_everything(c: &mut Connection) {
+    let lines: &[&[&str]] = &[
+        &["SET", "s:plain", "hello"],
+        &["SET", "s:ex", "v", "EX", "1000"],
+        &["SET", "s:px", "v", "PX", "900000"],
+        &["SETEX", "s:setex", "500", "v"],
+        &["PSETEX", "s:psetex", "700000", "v"],
+        &["SET", "s:int", "41"],
+        &["INCR", "s:int"],
+        &["SET", "s:float", "1.5"],
+        &["EXPIRE", "s:float", "3000"],
+        &["INCRBYFLOAT", "s:float", "0.25"],
+        &["APPEND", "s:plain", " world"],
+        &["SETRANGE", "s:plain", "0", "J"],
+        &["MSET", "m:a", "1", "m:b", "2", "m:c", "3"],
+        &["SET", "gone", "x", "PX", "1"],
+        &["GETEX", "s:plain", "EX", "4000"],
+        &["RPUSH", "l:1", "a", "b", "c", "d"],
+        &["LPUSH", "l:1", "z"],
+        &["LPOP", "l:1"],
+        &["LSET", "l:1", "0", "A"],
+        &["HSET", "h:1", "f1", "v1", "f2", "2"],
+        &["HINCRBY", "h:1", "f2", "5"],
+        &["HINCRBYFLOAT", "h:1", "f3", "1.125"],
+        &["HDEL", "h:1", "f1"],
+        &["SADD", "set:1", "a", "b", "c", "d", "e", "1", "2"],
+        &["SPOP", "set:1"],
+        &["SPOP", "set:1", "2"],
+        &["SREM", "set:1", "nothing"],
+        &["ZADD", "z:1", "1.5", "a", "2", "b", "-3.25", "c"],
+        &["ZINCRBY", "z:1", "0.5", "a"],
+        &["ZPOPMIN", "z:1"],
+        &["PFADD", "hll", "a", "b", "c"],
+        &["PEXPIRE", "l:1", "8000000"],
+        &["SET", "ren:src", "moved"],
+        &["EXPIRE", "ren:src", "6000"],
+        &["RENAME", "ren:src", "ren:dst"],
+        &["SET", "ren2:src", "other"],
+        &["RENAME", "ren2:src", "zzz"],
+        &["RPUSH", "mv:src", "1", "2", "3"],
+        &["LMOVE", "mv:src", "mv:dst", "LEFT", "RIGHT"],
+        &["SADD", "u:1", "x", "y"],
+        &["SADD", "u:2", "y", "z"],
+        &["SUNIONSTORE", "u:all", "u:1", "u:2"],
+        &["COPY", "h:1", "h:copy"],
+        &["MSETNX", "n:1", "a", "n:2", "b"],
+        &["SMOVE", "u:1", "u:3", "x"],
+        &["ZUNIONSTORE", "z:union", "2", "z:1", "z:1"],
+        &["DEL", "m:c"],
+        &["SELECT", "3"],
+        &["SET", "db3:key", "in db 3", "EX", "5000"],
+        &["SELECT", "0"],
+    ];
+    for line in lines {
+        cmd(c, line);
+    }
+    // Let "gone" expire and be deleted while the server runs.
+    std::thread::sleep(Duration::from_millis(20));
+    let _: Option<String> = redis::cmd("GET").arg("gone").query(c).unwrap();
+}
+
+fn kill_restart_compare(shards: usize) {
+    let dir = TempDir::new(&format!("types{shards}"));
+    let server = start(&dir.0, shards, &[]);
+    let mut c = server.client();
+    write_everything(&mut c);
+    let before = state(&mut c);
+    assert!(before.len() > 20, "{before:?}");
+    drop(server); // SIGKILL right after the last reply
+    let server = start(&dir.0, shards, &[]);
+    let mut c = server.client();
+    let after = state(&mut c);
+    assert_eq!(before, after);
+    // The restarted server appends to the same files.
+    cmd(&mut c, &["SET", "after", "restart"]);
+    drop(server);
+    let server = start(&dir.0, shards, &[]);
+    let mut c = server.client();
+    let v: String = redis::cmd("GET").arg("after").query(&mut c).unwrap();
+    assert_eq!(v, "restart");
+}
+
+#[test]
+fn every_type_survives_kill_9_one_shard() {
+    kill_restart_compare(1);
+}
+
+#[test]
+fn every_type_survives_kill_9_three_shards() {
+    kill_restart_compare(3);
+}
+
+fn manifest_and_incr(dir: &Path) -> (String, PathBuf) {
+    let folder = dir.join("appendonlydir");
+    let manifest = std::fs::read_to_string(folder.join("appendonly.aof.manifest")).unwrap();
+    let incr = folder.join("appendonly.aof.0.1.incr.aof");
+    (manifest, incr)
+}
+
+#[test]
+fn torn_tail_loads_with_aof_load_truncated_and_fails_without() {
+    let dir = TempDir::new("torn");
+    let server = start(&dir.0, 1, &[]);
+    let mut c = server.client();
+    cmd(&mut c, &["SET", "a", "1"]);
+    cmd(&mut c, &["SET", "b", "2"]);
+    drop(server);
+    let (manifest, incr) = manifest_and_incr(&dir.0);
+    assert!(manifest.contains("file appendonly.aof.0.1.incr.aof seq 1 type i shard 0"), "{manifest}");
+    let bytes = std::fs::read(&incr).unwrap();
+    // Cut the last command (SET b 2) in the middle.
+    std::fs::write(&incr, &bytes[..bytes.len() - 5]).unwrap();
+
+    let server = start(&dir.0, 1, &["--aof-load-truncated", "no"]);
+    let log = server.log.clone();
+    let status = server.wait_exit(Duration::from_secs(10)).expect("start fails on a torn AOF");
+    assert!(!status.success());
+    let text = log.lock().unwrap().join("\n");
+    assert!(text.contains("Unexpected end of file reading the append only file appendonly.aof.0.1.incr.aof"), "{text}");
+
+    let server = start(&dir.0, 1, &["--aof-load-truncated", "yes"]);
+    assert!(server.log.lock().unwrap().iter().any(|l| l.contains("!!! Warning: short read while loading the AOF")));
+    let mut c = server.client();
+    let a: Option<String> = redis::cmd("GET").arg("a").query(&mut c).unwrap();
+    let b: Option<String> = redis::cmd("GET").arg("b").query(&mut c).unwrap();
+    assert_eq!((a.as_deref(), b), (Some("1"), None));
+    // The file was cut back to whole commands, so new writes follow them.
+    cmd(&mut c, &["SET", "c", "3"]);
+    drop(server);
+    let server = start(&dir.0, 1, &["--aof-load-truncated", "no"]);
+    let mut c = server.client();
+    let got: Vec<Option<String>> = redis::cmd("MGET").arg("a").arg("b").arg("c").query(&mut c).unwrap();
+    assert_eq!(got, vec![Some("1".into()), None, Some("3".into())]);
+}
+
+#[test]
+fn bgrewriteaof_under_concurrent_writes_loses_nothing() {
+    let dir = TempDir::new("rewrite");
+    let server = start(&dir.0, 3, &[]);
+    let port = server.port;
+    let mut c = server.client();
+    for i in 0..2000 {
+        cmd(&mut c, &["RPUSH", &format!("list{}", i % 17), &i.to_string()]);
+        cmd(&mut c, &["SET", &format!("k{i}"), &i.to_string(), "EX", "10000"]);
+    }
+    let writer = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        for i in 0..3000 {
+            let _: i64 = redis::cmd("INCR").arg(format!("counter{}", i % 5)).query(&mut c).unwrap();
+            let _: i64 = redis::cmd("RPUSH").arg("seq").arg(i).query(&mut c).unwrap();
+        }
+    });
+    for _ in 0..3 {
+        let reply: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+        assert_eq!(reply, "Background append only file rewriting started");
+        loop {
+            let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+            if info.contains("aof_rewrite_in_progress:0") && !info.contains("aof_rewrites:0") {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    writer.join().unwrap();
+    let before = state(&mut c);
+    let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+    assert!(info.contains("aof_enabled:1") && info.contains("aof_last_bgrewrite_status:ok"), "{info}");
+    drop(server);
+    let (manifest, _) = manifest_and_incr(&dir.0);
+    assert!(manifest.contains("type b shard 2"), "{manifest}");
+    assert!(!manifest.contains("seq 1 "), "{manifest}");
+    let server = start(&dir.0, 3, &[]);
+    let mut c = server.client();
+    assert_eq!(before, state(&mut c));
+    let seq: Vec<i64> = redis::cmd("LRANGE").arg("seq").arg(0).arg(-1).query(&mut c).unwrap();
+    assert_eq!(seq, (0..3000).collect::<Vec<_>>());
+}
