@@ -280,3 +280,86 @@ fn bgrewriteaof_under_concurrent_writes_loses_nothing() {
     let seq: Vec<i64> = redis::cmd("LRANGE").arg("seq").arg(0).arg(-1).query(&mut c).unwrap();
     assert_eq!(seq, (0..3000).collect::<Vec<_>>());
 }
+
+#[test]
+fn blocking_pops_are_logged_and_sigterm_flushes_everysec() {
+    let dir = TempDir::new("blocking");
+    let server = Server::start_in(Some(&dir.0), &["--shards", "3", "--appendonly", "yes", "--appendfsync", "everysec"]);
+    let port = server.port;
+    let mut c = server.client();
+    // Served at once, then served later by a push from another client.
+    cmd(&mut c, &["RPUSH", "q1", "a", "b", "c"]);
+    cmd(&mut c, &["BLPOP", "q1", "1"]);
+    let waiter = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        let got: (String, String) = redis::cmd("BRPOP").arg("q2").arg("10").query(&mut c).unwrap();
+        let moved: String =
+            redis::cmd("BLMOVE").arg("q3").arg("dst").arg("LEFT").arg("RIGHT").arg("10").query(&mut c).unwrap();
+        (got, moved)
+    });
+    loop {
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
+        if info.contains("blocked_clients:1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cmd(&mut c, &["RPUSH", "q2", "x", "y"]);
+    std::thread::sleep(Duration::from_millis(50));
+    cmd(&mut c, &["RPUSH", "q3", "m", "n"]);
+    let (got, moved) = waiter.join().unwrap();
+    assert_eq!((got.1.as_str(), moved.as_str()), ("y", "m"));
+    cmd(&mut c, &["ZADD", "zq", "1", "a", "2", "b"]);
+    cmd(&mut c, &["BZPOPMIN", "zq", "1"]);
+    let before = state(&mut c);
+    assert!(server.terminate().success());
+    let server = Server::start_in(Some(&dir.0), &["--shards", "3", "--appendonly", "yes"]);
+    let mut c = server.client();
+    assert_eq!(before, state(&mut c));
+}
+
+#[test]
+fn config_and_info() {
+    let dir = TempDir::new("config");
+    let server = start(&dir.0, 1, &[]);
+    let mut c = server.client();
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("append*").query(&mut c).unwrap();
+    assert_eq!(
+        got,
+        vec![
+            "appenddirname",
+            "appendonlydir",
+            "appendfilename",
+            "appendonly.aof",
+            "appendfsync",
+            "always",
+            "appendonly",
+            "yes"
+        ]
+    );
+    cmd(&mut c, &["CONFIG", "SET", "appendfsync", "everysec"]);
+    let got: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("appendfsync").query(&mut c).unwrap();
+    assert_eq!(got[1], "everysec");
+    let err = redis::cmd("CONFIG").arg("SET").arg("appendfsync").arg("sometimes").query::<()>(&mut c).unwrap_err();
+    assert!(err.to_string().contains("argument(s) must be one of the following: always, everysec, no"), "{err}");
+    let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+    for field in [
+        "aof_enabled:1",
+        "aof_rewrite_in_progress:0",
+        "aof_rewrite_scheduled:0",
+        "aof_last_rewrite_time_sec:-1",
+        "aof_current_rewrite_time_sec:-1",
+        "aof_last_bgrewrite_status:ok",
+        "aof_rewrites:0",
+        "aof_last_write_status:ok",
+        "aof_last_cow_size:0",
+        "aof_current_size:",
+        "aof_base_size:0",
+    ] {
+        assert!(info.contains(field), "{field} in {info}");
+    }
+    let plain = Server::start(&[]);
+    let mut c = plain.client();
+    let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+    assert!(info.contains("aof_enabled:0") && !info.contains("aof_current_size"), "{info}");
+}

@@ -256,7 +256,7 @@ impl Core {
                     } else {
                         Response::Served(reply)
                     };
-                    self.deliver(req.origin, req.ticket, response);
+                    self.deliver_durable(req.origin, req.ticket, response);
                 }
             }
         }

@@ -238,6 +238,21 @@ pub async fn post(core: &Rc<Core>, shard: usize, request: Request) {
 }
 
 impl Core {
+    /// `deliver` once this core's logged effects are durable (a served
+    /// blocking pop with `appendfsync always`); at once otherwise.
+    pub(crate) fn deliver_durable(&self, origin: usize, ticket: u32, response: Response) {
+        match self.me.upgrade() {
+            Some(me) if crate::persistence::aof::must_wait(&me) => {
+                glommio::spawn_local(async move {
+                    crate::persistence::aof::durable(&me).await;
+                    me.deliver(origin, ticket, response);
+                })
+                .detach();
+            }
+            _ => self.deliver(origin, ticket, response),
+        }
+    }
+
     /// Answers ticket `ticket` of core `origin` (this core or a peer).
     pub(crate) fn deliver(&self, origin: usize, ticket: u32, response: Response) {
         if origin == self.index {

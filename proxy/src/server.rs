@@ -141,6 +141,7 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
         }
     }
     listening();
-    cron(core).await;
+    cron(core.clone()).await;
+    crate::persistence::aof::flush_at_exit(&core).await;
     Ok(())
 }

@@ -232,7 +232,8 @@ pub fn after_command(shard: &mut Shard, spec: &CommandSpec, db: usize, now: u64,
                 Some(at) => shard.log_effect(db, &[b"SET", key(), args.get(2), b"PXAT", ints.format(at).as_bytes()]),
                 // Without the GET option, as Redis propagates it.
                 None => shard.log_with(db, |out| {
-                    let kept: Vec<&[u8]> = args.iter().enumerate().filter(|(i, a)| *i < 3 || !eq(a, "get")).map(|(_, a)| a).collect();
+                    let kept: Vec<&[u8]> =
+                        args.iter().enumerate().filter(|(i, a)| *i < 3 || !eq(a, "get")).map(|(_, a)| a).collect();
                     put_command(out, &kept)
                 }),
             }

@@ -99,15 +99,14 @@ pub async fn lmpop(conn: &mut Connection, args: Args<'_>) {
         let key = args.get(i).to_vec();
         let shard = conn.core.shard_of(&key);
         let (from_head, count) = (mp.from_head, mp.count);
-        if let Some((true, bytes)) =
-            on_shard(conn, shard, move |s, ctx| {
-                let popped = try_mpop(s, ctx, &[&key], from_head, count);
-                if popped {
-                    s.log_key_state(ctx.db, &key, ctx.now);
-                }
-                popped
-            })
-            .await
+        if let Some((true, bytes)) = on_shard(conn, shard, move |s, ctx| {
+            let popped = try_mpop(s, ctx, &[&key], from_head, count);
+            if popped {
+                s.log_key_state(ctx.db, &key, ctx.now);
+            }
+            popped
+        })
+        .await
         {
             return conn.pipeline.local(|out| out.extend_from_slice(&bytes));
         }

@@ -285,6 +285,40 @@ pub async fn durable(core: &Rc<Core>) {
     Durable { core: core.clone(), target }.await
 }
 
+/// Whether [`durable`] would wait now.
+pub fn must_wait(core: &Core) -> bool {
+    if !core.aof.enabled.get() {
+        return false;
+    }
+    let shard = core.shard.borrow();
+    shard.config.appendfsync == AppendFsync::Always
+        && shard.effects.as_ref().is_some_and(|e| e.end() > core.aof.durable.get())
+}
+
+/// At shutdown: writes what is pending and fsyncs, whatever the policy.
+pub async fn flush_at_exit(core: &Rc<Core>) {
+    if !core.aof.enabled.get() {
+        return;
+    }
+    let Ok(_permit) = core.aof.lock.acquire_permit(1).await else { return };
+    let bytes = match core.shard.borrow_mut().effects.as_deref_mut() {
+        Some(log) => log.take(),
+        None => return,
+    };
+    let Some(file) = core.aof.file.borrow().clone() else { return };
+    let len = bytes.len() as u64;
+    if len > 0 {
+        let pos = core.aof.pos.get();
+        match file.write_at(bytes, pos).await {
+            Ok(n) if n as u64 == len => core.aof.pos.set(pos + len),
+            _ => log::warning("Error writing to the AOF file at shutdown"),
+        }
+    }
+    if let Err(e) = file.fdatasync().await {
+        log::warning(&format!("Can't persist the AOF at shutdown: {e}"));
+    }
+}
+
 struct Durable {
     core: Rc<Core>,
     target: u64,
@@ -537,7 +571,10 @@ async fn writer(core: Rc<Core>) {
         let pos = core.aof.pos.get();
         match file.write_at(bytes, pos).await {
             Ok(n) if n as u64 == len => {}
-            Ok(n) => write_failed(&core, &format!("Short write while writing to the AOF file: (nwritten={n}, expected={len})")),
+            Ok(n) => write_failed(
+                &core,
+                &format!("Short write while writing to the AOF file: (nwritten={n}, expected={len})"),
+            ),
             Err(e) => write_failed(&core, &format!("Error writing to the AOF file: {e}")),
         }
         core.aof.pos.set(pos + len);
@@ -853,7 +890,9 @@ mod tests {
         assert_eq!(render_keyspace(&other, 0), text);
         let torn = &log[..log.len() - 3];
         let mut third = Shard::new(0, 1, Config::default());
-        let valid = (log.len() - b"*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$4\r\nPXAT\r\n$14\r\n99999999999999\r\n".len()) as u64;
+        let valid = (log.len()
+            - b"*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n$4\r\nPXAT\r\n$14\r\n99999999999999\r\n".len())
+            as u64;
         assert_eq!(replay(&mut third, &table, torn), Err(Replay::Truncated(valid)));
         assert_eq!(replay(&mut third, &table, b"*1\r\n$4\r\nNOPE\r\n"), Err(Replay::Unknown("NOPE".into())));
     }
