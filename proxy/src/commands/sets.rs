@@ -117,42 +117,6 @@ pub async fn smove(conn: &mut Connection, args: Args<'_>) {
         taken
     })
     .await;
-    finish_smove(conn, args, taken, from, to, db, dst, member).await
-}
-
-/// SMOVE's source side: takes `m` out of the set at `src`.
-fn take_member(s: &mut shard::Shard, db: usize, src: &[u8], m: &[u8], dst_wrong: bool, now: u64) -> Taken {
-    {
-        let db = &mut s.dbs[db];
-        let set = match db.get(&src, now).map(|e| &mut e.value) {
-            None => return Taken::Missing,
-            Some(Value::Set(set)) => set,
-            Some(_) => return Taken::WrongType,
-        };
-        if dst_wrong {
-            return Taken::WrongType;
-        }
-        if !set.remove(&m) {
-            return Taken::NotMember;
-        }
-        if set.is_empty() {
-            db.remove(src, now);
-        }
-        Taken::Moved
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn finish_smove(
-    conn: &mut Connection,
-    args: Args<'_>,
-    taken: Option<Taken>,
-    from: usize,
-    to: usize,
-    db: usize,
-    dst: Vec<u8>,
-    member: Vec<u8>,
-) {
     match taken {
         None => conn.error(LOST),
         Some(Taken::Missing) | Some(Taken::NotMember) => reply(conn, |r| r.int(0)),
@@ -187,4 +151,24 @@ async fn finish_smove(
             }
         }
     }
+}
+
+/// SMOVE's source side: takes `m` out of the set at `src`.
+fn take_member(s: &mut shard::Shard, db: usize, src: &[u8], m: &[u8], dst_wrong: bool, now: u64) -> Taken {
+    let db = &mut s.dbs[db];
+    let set = match db.get(src, now).map(|e| &mut e.value) {
+        None => return Taken::Missing,
+        Some(Value::Set(set)) => set,
+        Some(_) => return Taken::WrongType,
+    };
+    if dst_wrong {
+        return Taken::WrongType;
+    }
+    if !set.remove(m) {
+        return Taken::NotMember;
+    }
+    if set.is_empty() {
+        db.remove(src, now);
+    }
+    Taken::Moved
 }

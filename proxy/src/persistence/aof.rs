@@ -62,7 +62,7 @@ impl Manifest {
                 continue;
             }
             let words: Vec<&str> = line.split_whitespace().collect();
-            if words.len() % 2 != 0 {
+            if !words.len().is_multiple_of(2) {
                 return Err(format!("Invalid AOF manifest file format: '{line}'"));
             }
             let (mut name, mut seq, mut kind, mut shard) = (None, None, None, None);
