@@ -813,6 +813,12 @@ const SETTINGS: &[(&str, &str)] = &[
     ("set-max-intset-entries", "512"),
     ("save", "\"\""),
     ("appendonly", "no"),
+    ("appenddirname", "appendonlydir"),
+    ("appendfilename", "appendonly.aof"),
+    ("appendfsync", "everysec"),
+    ("no-appendfsync-on-rewrite", "no"),
+    ("aof-load-truncated", "yes"),
+    ("aof-use-rdb-preamble", "yes"),
     ("zset-max-listpack-entries", "128"),
     ("zset-max-listpack-value", "64"),
 ];
