@@ -363,3 +363,35 @@ fn config_and_info() {
     let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
     assert!(info.contains("aof_enabled:0") && !info.contains("aof_current_size"), "{info}");
 }
+
+#[test]
+fn kill_9_during_bgrewriteaof_keeps_every_acknowledged_write() {
+    let dir = TempDir::new("rewrite-kill");
+    let server = start(&dir.0, 2, &[]);
+    let port = server.port;
+    let mut c = server.client();
+    for i in 0..3000 {
+        cmd(&mut c, &["HSET", &format!("h{}", i % 50), &i.to_string(), "v"]);
+    }
+    let writer = std::thread::spawn(move || {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap().get_connection().unwrap();
+        for i in 0..1500 {
+            let _: i64 = redis::cmd("RPUSH").arg(format!("seq{}", i % 3)).arg(i).query(&mut c).unwrap();
+        }
+    });
+    for _ in 0..5 {
+        // "already in progress" is a fine answer too.
+        let _ = redis::cmd("BGREWRITEAOF").query::<String>(&mut c);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    writer.join().unwrap();
+    drop(server); // SIGKILL, maybe mid-rewrite
+    let server = start(&dir.0, 2, &[]);
+    let mut c = server.client();
+    for k in 0..3 {
+        let seq: Vec<i64> = redis::cmd("LRANGE").arg(format!("seq{k}")).arg(0).arg(-1).query(&mut c).unwrap();
+        assert_eq!(seq, (0..1500).filter(|i| i % 3 == k).collect::<Vec<_>>());
+    }
+    let n: i64 = redis::cmd("HLEN").arg("h7").query(&mut c).unwrap();
+    assert_eq!(n, 60);
+}

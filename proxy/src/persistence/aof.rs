@@ -236,6 +236,8 @@ pub struct Aof {
     lock: Semaphore,
     /// This shard's files, as the manifest names them.
     pub files: RefCell<Vec<FileEntry>>,
+    /// The next incr file, created by a rewrite's first step.
+    next: RefCell<Option<(FileEntry, BufferedFile)>>,
     pub stats: RefCell<AofStats>,
 }
 
@@ -250,6 +252,7 @@ impl Default for Aof {
             waiters: RefCell::new(Vec::new()),
             lock: Semaphore::new(1),
             files: RefCell::new(Vec::new()),
+            next: RefCell::new(None),
             stats: RefCell::new(AofStats::default()),
         }
     }
@@ -628,34 +631,104 @@ async fn fsync_every_second(core: Rc<Core>) {
     }
 }
 
-/// What one shard's rewrite produced, for the manifest.
-pub struct Rewritten {
-    pub base: FileEntry,
-    pub incr: FileEntry,
-    /// Files the new manifest no longer names (deleted after it is written).
-    pub old: Vec<FileEntry>,
+/// BGREWRITEAOF, coordinated from one core, in Redis 7's order:
+/// 1. every shard creates its next incr file, and the manifest names it
+///    (after the current files) before anything is written to it;
+/// 2. every shard, in one synchronous step, takes its pending effects (they
+///    go to the old file), renders its keyspace and switches to the new
+///    file, so the base and the new incr file hold exactly the state; then
+///    writes the base while it keeps serving;
+/// 3. the manifest names each shard's new base and incr file; the files it
+///    no longer names are removed.
+pub async fn rewrite_all(core: &Rc<Core>) -> Result<(), String> {
+    let config = core.config().clone();
+    let before = current_files(core).await?;
+    let prepared = crate::mesh::call_all_tasks(core, prepare_incr).await;
+    let mut next = Manifest::default();
+    let mut failure = None;
+    for (shard, p) in prepared.into_iter().enumerate() {
+        match p {
+            Some(Ok(incr)) => {
+                next.files.extend(before.of_shard(shard).into_iter().cloned());
+                next.files.push(incr);
+            }
+            Some(Err(e)) => failure = Some(e),
+            None => failure = Some("a shard could not be reached".into()),
+        }
+    }
+    if let Some(e) = failure.or_else(|| write_manifest(&config, &next).err()) {
+        crate::mesh::call_all(core, |c| {
+            if c.aof.next.borrow_mut().take().is_some() {
+                let mut stats = c.aof.stats.borrow_mut();
+                (stats.rewrite_in_progress, stats.rewrite_started, stats.last_rewrite_ok) = (false, None, false);
+            }
+        })
+        .await;
+        remove_unnamed(&config, &next, &before);
+        return Err(e);
+    }
+    let results = crate::mesh::call_all_tasks(core, switch_and_write_base).await;
+    let after = current_files(core).await?;
+    write_manifest(&config, &after)?;
+    let mut named = before.clone();
+    named.files.extend(next.files);
+    remove_unnamed(&config, &named, &after);
+    for r in results {
+        match r {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(e),
+            None => return Err("a shard could not be reached".into()),
+        }
+    }
+    log::notice("Background AOF rewrite finished successfully");
+    Ok(())
 }
 
-/// Shard-side phase 1 of BGREWRITEAOF: with the incr file's lock held,
-/// opens a new incr file, then in one synchronous step takes the shard's
-/// pending effects (they belong to the old file), renders the keyspace as
-/// commands and switches to the new file, so the base and the new incr file
-/// together hold exactly the state. Then writes the base and fsyncs both.
-pub async fn rewrite_shard(core: Rc<Core>) -> Result<Rewritten, String> {
+/// Every shard's files as it uses them now.
+async fn current_files(core: &Rc<Core>) -> Result<Manifest, String> {
+    let mut m = Manifest::default();
+    for files in crate::mesh::call_all(core, |c| c.aof.files.borrow().clone()).await {
+        m.files.extend(files.ok_or("a shard could not be reached")?);
+    }
+    Ok(m)
+}
+
+/// Removes the files `old` names and `new` does not.
+fn remove_unnamed(config: &Config, old: &Manifest, new: &Manifest) {
+    for f in &old.files {
+        if !new.files.iter().any(|n| n.name == f.name) {
+            let _ = std::fs::remove_file(dir(config).join(&f.name));
+        }
+    }
+}
+
+/// Step 1 on a shard: creates its next incr file, kept for step 2.
+async fn prepare_incr(core: Rc<Core>) -> Result<FileEntry, String> {
     if !core.aof.enabled.get() {
         return Err("AOF is off".into());
     }
-    let config = core.config().clone();
-    let started = Instant::now();
-    {
-        let mut stats = core.aof.stats.borrow_mut();
-        if stats.rewrite_in_progress {
-            return Err("Background append only file rewriting already in progress".into());
-        }
-        stats.rewrite_in_progress = true;
-        stats.rewrite_started = Some(started);
+    if core.aof.stats.borrow().rewrite_in_progress {
+        return Err("Background append only file rewriting already in progress".into());
     }
-    let result = rewrite_steps(&core, &config).await;
+    let config = core.config().clone();
+    let seq = core.aof.files.borrow().iter().map(|f| f.seq).max().unwrap_or(0) + 1;
+    let incr = FileEntry { name: incr_name(&config, core.index, seq), seq, kind: Kind::Incr, shard: core.index };
+    let file = BufferedFile::create(dir(&config).join(&incr.name))
+        .await
+        .map_err(|e| format!("Creating the AOF incr file {}: {e}", incr.name))?;
+    log::notice(&format!("Creating AOF incr file {} on background rewrite", incr.name));
+    *core.aof.next.borrow_mut() = Some((incr.clone(), file));
+    let mut stats = core.aof.stats.borrow_mut();
+    stats.rewrite_in_progress = true;
+    stats.rewrite_started = Some(Instant::now());
+    Ok(incr)
+}
+
+/// Step 2 on a shard: the cut, the switch, the base.
+async fn switch_and_write_base(core: Rc<Core>) -> Result<(), String> {
+    let config = core.config().clone();
+    let started = core.aof.stats.borrow().rewrite_started.unwrap_or_else(Instant::now);
+    let result = switch_steps(&core, &config).await;
     let mut stats = core.aof.stats.borrow_mut();
     stats.rewrite_in_progress = false;
     stats.rewrite_started = None;
@@ -667,17 +740,11 @@ pub async fn rewrite_shard(core: Rc<Core>) -> Result<Rewritten, String> {
     result
 }
 
-async fn rewrite_steps(core: &Rc<Core>, config: &Config) -> Result<Rewritten, String> {
-    let old = core.aof.files.borrow().clone();
-    let seq = old.iter().map(|f| f.seq).max().unwrap_or(0) + 1;
-    let folder = dir(config);
-    let incr = FileEntry { name: incr_name(config, core.index, seq), seq, kind: Kind::Incr, shard: core.index };
-    let base = FileEntry { name: base_name(config, core.index, seq), seq, kind: Kind::Base, shard: core.index };
-    let io = |what: &str, e: glommio::GlommioError<()>| format!("{what}: {e}");
-    let permit = core.aof.lock.acquire_permit(1).await.map_err(|e| io("AOF lock", e))?;
-    let new_file =
-        BufferedFile::create(folder.join(&incr.name)).await.map_err(|e| io("Creating the new AOF incr file", e))?;
-    log::notice(&format!("Creating AOF incr file {} on background rewrite", incr.name));
+async fn switch_steps(core: &Rc<Core>, config: &Config) -> Result<(), String> {
+    let Ok(permit) = core.aof.lock.acquire_permit(1).await else { return Err("AOF lock closed".into()) };
+    let Some((incr, new_file)) = core.aof.next.borrow_mut().take() else {
+        return Err("no prepared incr file".into());
+    };
     // The cut: no await from here until the switch.
     let (tail, tail_end, snapshot) = {
         let mut shard = core.shard.borrow_mut();
@@ -691,6 +758,7 @@ async fn rewrite_steps(core: &Rc<Core>, config: &Config) -> Result<Rewritten, St
     };
     let old_file = core.aof.file.borrow_mut().replace(Rc::new(new_file));
     let old_pos = core.aof.pos.replace(0);
+    core.aof.files.borrow_mut().push(incr.clone());
     // The old file gets the effects of before the cut.
     if let Some(old_file) = old_file {
         let len = tail.len() as u64;
@@ -706,28 +774,24 @@ async fn rewrite_steps(core: &Rc<Core>, config: &Config) -> Result<Rewritten, St
     }
     core.aof.written.set(tail_end);
     core.aof.set_durable(tail_end);
-    *core.aof.files.borrow_mut() = {
-        let mut files = old.clone();
-        files.push(incr.clone());
-        files
-    };
     drop(permit);
     // The base, written while the shard goes on serving.
+    let seq = incr.seq;
+    let base = FileEntry { name: base_name(config, core.index, seq), seq, kind: Kind::Base, shard: core.index };
+    let io = |what: &str, e: glommio::GlommioError<()>| format!("{what} {}: {e}", base.name);
     let base_len = snapshot.len() as u64;
-    let base_file =
-        BufferedFile::create(folder.join(&base.name)).await.map_err(|e| io("Creating the AOF base file", e))?;
-    let n = base_file.write_at(snapshot, 0).await.map_err(|e| io("Writing the AOF base file", e))?;
+    let base_file = BufferedFile::create(dir(config).join(&base.name)).await.map_err(|e| io("Creating", e))?;
+    let n = base_file.write_at(snapshot, 0).await.map_err(|e| io("Writing", e))?;
     if n as u64 != base_len {
         return Err(format!("Short write of the AOF base file {}", base.name));
     }
-    base_file.fdatasync().await.map_err(|e| io("Syncing the AOF base file", e))?;
+    base_file.fdatasync().await.map_err(|e| io("Syncing", e))?;
     let _ = base_file.close().await;
-    {
-        let mut stats = core.aof.stats.borrow_mut();
-        stats.base_size = base_len;
-        stats.current_size = base_len + core.aof.pos.get();
-    }
-    Ok(Rewritten { base, incr, old })
+    *core.aof.files.borrow_mut() = vec![base, incr];
+    let mut stats = core.aof.stats.borrow_mut();
+    stats.base_size = base_len;
+    stats.current_size = base_len + core.aof.pos.get();
+    Ok(())
 }
 
 /// The shard's keyspace as commands (a RESP-form AOF base).
@@ -743,42 +807,6 @@ pub fn render_keyspace(shard: &Shard, now: u64) -> Vec<u8> {
         }
     }
     out
-}
-
-/// Rewrites every shard's AOF (BGREWRITEAOF's work), then installs the new
-/// manifest and removes the files it no longer names.
-pub async fn rewrite_all(core: &Rc<Core>) -> Result<(), String> {
-    let results = crate::mesh::call_all_tasks(core, rewrite_shard).await;
-    let mut parts = Vec::new();
-    for r in results {
-        match r {
-            Some(Ok(part)) => parts.push(part),
-            Some(Err(e)) => return Err(e),
-            None => return Err("a shard could not be reached".into()),
-        }
-    }
-    let config = core.config().clone();
-    let mut manifest = Manifest::default();
-    for p in &parts {
-        manifest.files.push(p.base.clone());
-        manifest.files.push(p.incr.clone());
-    }
-    write_manifest(&config, &manifest)?;
-    let installed = crate::mesh::call_all(core, move |c| {
-        let files: Vec<FileEntry> = manifest.of_shard(c.index).into_iter().cloned().collect();
-        *c.aof.files.borrow_mut() = files;
-    })
-    .await;
-    if installed.iter().any(Option::is_none) {
-        return Err("a shard could not be reached".into());
-    }
-    for p in &parts {
-        for f in &p.old {
-            let _ = std::fs::remove_file(dir(&config).join(&f.name));
-        }
-    }
-    log::notice("Background AOF rewrite finished successfully");
-    Ok(())
 }
 
 /// INFO persistence's aof_* lines (Redis 7.0's names and order) from every
