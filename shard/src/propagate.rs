@@ -45,9 +45,11 @@ impl EffectLog {
         self.taken + self.buf.len() as u64
     }
 
-    /// Takes every pending effect (for the writer).
+    /// Takes every pending effect (for the writer, whose write consumes
+    /// the buffer): the next batch starts with room for as much.
     pub fn take(&mut self) -> Vec<u8> {
-        let bytes = std::mem::take(&mut self.buf);
+        let room = self.buf.len().next_power_of_two();
+        let bytes = std::mem::replace(&mut self.buf, Vec::with_capacity(room));
         self.taken += bytes.len() as u64;
         bytes
     }
@@ -232,9 +234,11 @@ pub fn after_command(shard: &mut Shard, spec: &CommandSpec, db: usize, now: u64,
                 Some(at) => shard.log_effect(db, &[b"SET", key(), args.get(2), b"PXAT", ints.format(at).as_bytes()]),
                 // Without the GET option, as Redis propagates it.
                 None => shard.log_with(db, |out| {
-                    let kept: Vec<&[u8]> =
-                        args.iter().enumerate().filter(|(i, a)| *i < 3 || !eq(a, "get")).map(|(_, a)| a).collect();
-                    put_command(out, &kept)
+                    let kept = || args.iter().enumerate().filter(|(i, a)| *i < 3 || !eq(a, "get"));
+                    put_header(out, kept().count());
+                    for (_, a) in kept() {
+                        put_bulk(out, a);
+                    }
                 }),
             }
         }
