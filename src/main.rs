@@ -223,12 +223,24 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         memory,
         thread_allocated: alloc::thread_allocated,
         memory_peak: Default::default(),
+        save_status: Default::default(),
+        signal_shutdown: Default::default(),
     });
     let placement: Vec<String> = cpus.iter().enumerate().map(|(i, c)| format!("shard {i} -> CPU {c}")).collect();
     log::notice(&format!("Shards pinned: {}", placement.join(", ")));
     install_signal_handlers(process.clone())?;
-
+    // With the AOF on and present it is the dataset; otherwise the dump is
+    // (Redis 7 loads the RDB when appendonly is on but no AOF exists yet).
     let aof = proxy::persistence::aof::prepare(&config, shards)?.map(Arc::new);
+    let dump_path = std::path::Path::new(&config.dir).join(&config.dbfilename);
+    let dump = match &aof {
+        Some(a) if !a.fresh => None,
+        _ => proxy::persistence::load::Dump::open(&dump_path)?.map(Arc::new),
+    };
+    if let Some(d) = &dump {
+        log::notice(&format!("Loading {} ({} bytes) on {shards} shard(s)", d.path, d.bytes().len()));
+    }
+    let loaded = Arc::new(std::sync::Barrier::new(shards));
     let requests = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
     let responses = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<usize, String>>();
@@ -244,6 +256,8 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             listen: listen.clone(),
             cluster: cluster.clone(),
             aof: aof.clone(),
+            dump: dump.clone(),
+            loaded: loaded.clone(),
         };
         let ready = ready_tx.clone();
         let process = process.clone();
@@ -286,7 +300,8 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     Ok(())
 }
 
-/// SIGINT/SIGTERM ask the shards to stop; a second signal exits at once.
+/// SIGINT/SIGTERM ask the shards to stop (after a final save when a save
+/// point is configured); a second signal exits at once.
 /// SIGHUP re-reads the cluster topology file.
 fn install_signal_handlers(process: Arc<Process>) -> Result<(), String> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -301,12 +316,13 @@ fn install_signal_handlers(process: Arc<Process>) -> Result<(), String> {
                     continue;
                 }
                 let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
-                if process.shutting_down() {
+                if process.shutting_down() || process.signal_shutdown.load(std::sync::atomic::Ordering::Relaxed) {
                     log::warning(&format!("You insist... exiting now ({name})."));
                     std::process::exit(1);
                 }
                 log::warning(&format!("Received {name} scheduling shutdown..."));
-                process.request_shutdown();
+                // Core 0 saves first when a save point is configured.
+                process.signal_shutdown.store(true, std::sync::atomic::Ordering::Relaxed);
             }
         })
         .map_err(|e| e.to_string())?;

@@ -318,6 +318,11 @@ impl Connection {
             self.error(NOAUTH);
             return None;
         }
+        // Redis refuses writes (and PING) after a failed BGSAVE.
+        if self.core.save.deny_writes.get() && (spec.has_flag(flags::WRITE) || spec.name == "ping") {
+            self.error(crate::persistence::MISCONF);
+            return None;
+        }
         if self.cluster && self.redirected(spec, &args) {
             return None;
         }

@@ -44,6 +44,10 @@ pub struct Process {
     pub thread_allocated: fn() -> i64,
     /// Highest total of allocated bytes INFO has seen.
     pub memory_peak: std::sync::atomic::AtomicU64,
+    /// Saves: the one-at-a-time lock, LASTSAVE, INFO persistence.
+    pub save_status: crate::persistence::SaveStatus,
+    /// SIGTERM/SIGINT asked for a shutdown; core 0 saves first if it must.
+    pub signal_shutdown: AtomicBool,
 }
 
 impl Process {
@@ -154,6 +158,8 @@ pub struct Core {
     pub me: std::rc::Weak<Core>,
     /// This shard's append-only file.
     pub aof: crate::persistence::aof::Aof,
+    /// This core's part in snapshots.
+    pub save: crate::persistence::CoreSave,
 }
 
 impl Core {
@@ -164,6 +170,7 @@ impl Core {
             waiter_seq: Cell::new(0),
             me,
             aof: Default::default(),
+            save: Default::default(),
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),

@@ -7,6 +7,7 @@ use crate::conn::{self, Port};
 use crate::core::{Core, Process};
 use crate::log;
 use crate::mesh::{self, Mesh, RequestMesh, ResponseMesh};
+use crate::persistence::{self, load::Dump};
 use glommio::net::TcpListener;
 use shard::{Config, Shard};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -25,8 +26,13 @@ pub struct CoreSetup {
     pub responses: ResponseMesh,
     pub listen: Vec<SocketAddr>,
     pub cluster: ClusterView,
+    /// The dump file to load before serving, mapped once for all cores.
+    pub dump: Option<Arc<Dump>>,
+    /// Every core waits here after loading: no client is accepted before
+    /// the whole keyspace is in.
+    pub loaded: Arc<std::sync::Barrier>,
     /// The AOF to replay and append to (`appendonly yes`).
-    pub aof: Option<Arc<crate::persistence::aof::Manifest>>,
+    pub aof: Option<Arc<crate::persistence::aof::Found>>,
 }
 
 /// A listening socket for this core. `shared`: SO_REUSEPORT, so every core
@@ -90,6 +96,7 @@ async fn cron(core: Rc<Core>) {
         let hz = core.config().hz.max(1);
         glommio::timer::sleep(Duration::from_millis(1000 / hz)).await;
         if core.process.shutting_down() {
+            persistence::abandon(&core);
             return;
         }
         if core.index == 0 && core.process.reload_requested.swap(false, std::sync::atomic::Ordering::Relaxed) {
@@ -97,6 +104,15 @@ async fn cron(core: Rc<Core>) {
                 Ok(()) => log::notice("Cluster topology reloaded"),
                 Err(e) => log::warning(&format!("Cluster topology not reloaded: {e}")),
             }
+        }
+        if core.index == 0 {
+            if core.process.signal_shutdown.load(std::sync::atomic::Ordering::Relaxed) {
+                if shutdown_on_signal(&core).await {
+                    return;
+                }
+                continue;
+            }
+            persistence::cron(&core).await;
         }
         core.shard.borrow_mut().active_expire(shard::unix_ms());
         let commands = core.stats.commands.get();
@@ -106,6 +122,24 @@ async fn cron(core: Rc<Core>) {
             close_idle_clients(&core, Duration::from_secs(timeout));
         }
     }
+}
+
+/// SIGTERM/SIGINT: save first when a save point is configured, as Redis
+/// does; if that fails, keep running. Returns true when shutting down.
+async fn shutdown_on_signal(core: &Rc<Core>) -> bool {
+    log::warning("User requested shutdown...");
+    if persistence::save_on_shutdown(core, false, false) {
+        if let Err(e) = persistence::final_save(core).await {
+            log::warning(&format!("Error trying to save the DB, can't exit: {e}"));
+            log::warning(
+                "SIGTERM received but errors trying to shut down the server, check the logs for more information",
+            );
+            core.process.signal_shutdown.store(false, std::sync::atomic::Ordering::Relaxed);
+            return false;
+        }
+    }
+    core.process.request_shutdown();
+    true
 }
 
 fn close_idle_clients(core: &Core, timeout: Duration) {
@@ -127,8 +161,31 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     let shard = Shard::new(setup.index, setup.count, setup.config);
     let core = Rc::new_cyclic(|me| Core::new(shard, setup.cluster, mesh, setup.process, me.clone()));
     mesh::serve(&core, requests, responses);
-    if let Some(manifest) = &setup.aof {
-        crate::persistence::aof::start(&core, manifest).await;
+    if let Some(dump) = &setup.dump {
+        let started = std::time::Instant::now();
+        if let Err(e) = persistence::load::load(&core, dump) {
+            // A bad file must stop the start, loudly and before any client.
+            log::warning(&e);
+            eprintln!("corekv: {e}");
+            std::process::exit(1);
+        }
+        setup.loaded.wait();
+        if core.index == 0 {
+            let status = &core.process.save_status;
+            let secs = started.elapsed().as_secs_f64();
+            log::notice(&format!(
+                "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                status.loaded_keys.load(std::sync::atomic::Ordering::Relaxed),
+                status.load_expired.load(std::sync::atomic::Ordering::Relaxed)
+            ));
+            log::notice(&format!(
+                "DB loaded from disk: {secs:.3} seconds ({:.1} MB/s, every shard reading the whole file)",
+                dump.bytes().len() as f64 / 1e6 / secs.max(1e-6)
+            ));
+        }
+    }
+    if let Some(found) = &setup.aof {
+        crate::persistence::aof::start(&core, found).await;
     }
     for addr in &setup.listen {
         let client = listener(*addr, backlog, true)?;

@@ -41,6 +41,16 @@ pub struct Config {
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
+    /// Save points: snapshot when at least `changes` writes happened within
+    /// `seconds` (`save ""`: none).
+    pub save: Vec<(u64, u64)>,
+    pub dbfilename: String,
+    /// Absolute path of the directory for dump files.
+    pub dir: String,
+    pub rdbcompression: bool,
+    pub rdbchecksum: bool,
+    pub stop_writes_on_bgsave_error: bool,
+    pub rdb_del_sync_files: bool,
     /// Per-shard append-only files (`appendonly`).
     pub appendonly: bool,
     pub appendfsync: AppendFsync,
@@ -127,6 +137,13 @@ impl Default for Config {
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
+            save: vec![(3600, 1), (300, 100), (60, 10000)],
+            dbfilename: "dump.rdb".into(),
+            dir: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_else(|_| "/".into()),
+            rdbcompression: true,
+            rdbchecksum: true,
+            stop_writes_on_bgsave_error: true,
+            rdb_del_sync_files: false,
             appendonly: false,
             appendfsync: AppendFsync::EverySec,
             appenddirname: "appendonlydir".into(),
@@ -136,6 +153,37 @@ impl Default for Config {
             no_appendfsync_on_rewrite: false,
         }
     }
+}
+
+/// Settings Redis 7.0 refuses to CONFIG SET unless `enable-protected-configs`
+/// (which corekv does not have) allows it.
+pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
+
+fn yes_no(values: &[&str]) -> Result<bool, String> {
+    match one(values)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+fn show_yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+/// `save "3600 1 300 100"` as pairs; `save ""` for none.
+fn save_points(values: &[&str]) -> Result<Vec<(u64, u64)>, String> {
+    let words: Vec<&str> = values.iter().flat_map(|v| v.split_whitespace()).collect();
+    if !words.len().is_multiple_of(2) {
+        return Err("Invalid save parameters".into());
+    }
+    words
+        .chunks(2)
+        .map(|p| match (p[0].parse::<i64>(), p[1].parse::<i64>()) {
+            (Ok(s), Ok(c)) if s >= 1 && c >= 0 => Ok((s as u64, c as u64)),
+            _ => Err("Invalid save parameters".into()),
+        })
+        .collect()
 }
 
 type Getter = fn(&Config) -> String;
@@ -170,18 +218,6 @@ fn memory_in(values: &[&str], min: u64) -> Result<u64, String> {
         return Err(format!("argument must be between {min} and {} inclusive", i64::MAX));
     }
     Ok(v)
-}
-
-fn yes_no(v: bool) -> String {
-    if v { "yes" } else { "no" }.into()
-}
-
-fn bool_arg(values: &[&str]) -> Result<bool, String> {
-    match one(values)?.to_ascii_lowercase().as_str() {
-        "yes" => Ok(true),
-        "no" => Ok(false),
-        _ => Err("argument must be 'yes' or 'no'".into()),
-    }
 }
 
 macro_rules! param {
@@ -249,16 +285,34 @@ pub static PARAMS: &[Param] = &[
         one(v)?.to_string()),
     param!("hll-sparse-max-bytes", true, |c| c.hll_sparse_max_bytes.to_string(), |c, v| c.hll_sparse_max_bytes =
         memory_in(v, 0)?),
-    // No persistence yet: reported as Redis reports it disabled, so tools that
-    // read them (redis-benchmark) see the truth.
-    param!("save", true, |_c| String::new(), |_c, v| {
-        if v.iter().any(|s| !s.is_empty()) {
-            return Err("persistence is not supported yet".into());
+    param!("save", true, |c| c.save.iter().map(|(s, n)| format!("{s} {n}")).collect::<Vec<_>>().join(" "), |c, v| c
+        .save =
+        save_points(v)?),
+    param!("dbfilename", true, |c| c.dbfilename.clone(), |c, v| {
+        let name = one(v)?;
+        if name.contains('/') {
+            return Err("dbfilename can't be a path, just a filename".into());
         }
+        c.dbfilename = name.to_string()
     }),
+    // Redis chdir()s; corekv keeps the absolute path (the process's working
+    // directory is shared by every core).
+    param!("dir", true, |c| c.dir.clone(), |c, v| {
+        let dir = std::fs::canonicalize(one(v)?).map_err(|e| crate::config::os_reason(&e))?;
+        if !dir.is_dir() {
+            return Err("Not a directory".into());
+        }
+        c.dir = dir.display().to_string()
+    }),
+    param!("rdbcompression", true, |c| show_yes_no(c.rdbcompression), |c, v| c.rdbcompression = yes_no(v)?),
+    param!("rdbchecksum", false, |c| show_yes_no(c.rdbchecksum), |c, v| c.rdbchecksum = yes_no(v)?),
+    param!("stop-writes-on-bgsave-error", true, |c| show_yes_no(c.stop_writes_on_bgsave_error), |c, v| c
+        .stop_writes_on_bgsave_error =
+        yes_no(v)?),
+    param!("rdb-del-sync-files", true, |c| show_yes_no(c.rdb_del_sync_files), |c, v| c.rdb_del_sync_files = yes_no(v)?),
     // Switching the AOF on or off needs a rewrite Redis starts from CONFIG
     // SET; here it is decided at start (CONFIG SET refuses a change).
-    param!("appendonly", true, |c| yes_no(c.appendonly), |c, v| c.appendonly = bool_arg(v)?),
+    param!("appendonly", true, |c| show_yes_no(c.appendonly), |c, v| c.appendonly = yes_no(v)?),
     param!("appendfsync", true, |c| c.appendfsync.name().into(), |c, v| {
         c.appendfsync = match one(v)?.to_ascii_lowercase().as_str() {
             "always" => AppendFsync::Always,
@@ -281,12 +335,12 @@ pub static PARAMS: &[Param] = &[
         }
         c.appendfilename = name.to_string()
     }),
-    param!("aof-load-truncated", true, |c| yes_no(c.aof_load_truncated), |c, v| c.aof_load_truncated = bool_arg(v)?),
-    param!("aof-use-rdb-preamble", true, |c| yes_no(c.aof_use_rdb_preamble), |c, v| c.aof_use_rdb_preamble =
-        bool_arg(v)?),
-    param!("no-appendfsync-on-rewrite", true, |c| yes_no(c.no_appendfsync_on_rewrite), |c, v| c
+    param!("aof-load-truncated", true, |c| show_yes_no(c.aof_load_truncated), |c, v| c.aof_load_truncated = yes_no(v)?),
+    param!("aof-use-rdb-preamble", true, |c| show_yes_no(c.aof_use_rdb_preamble), |c, v| c.aof_use_rdb_preamble =
+        yes_no(v)?),
+    param!("no-appendfsync-on-rewrite", true, |c| show_yes_no(c.no_appendfsync_on_rewrite), |c, v| c
         .no_appendfsync_on_rewrite =
-        bool_arg(v)?),
+        yes_no(v)?),
     // Sorted-set encoding thresholds; the ziplist names are Redis 7.0's aliases.
     param!("zset-max-listpack-entries", true, |c| c.zset_max_listpack_entries.to_string(), |c, v| c
         .zset_max_listpack_entries =
@@ -321,6 +375,15 @@ pub static PARAMS: &[Param] = &[
         int_in(v, 0, i64::MAX)? as u64),
 ];
 
+/// An I/O error as C's strerror words it ("No such file or directory").
+pub fn os_reason(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
 pub fn find_param(name: &str) -> Option<&'static Param> {
     PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
 }
@@ -349,6 +412,9 @@ impl Config {
     /// Parses a file in redis.conf syntax (`name value...`, `#` comments,
     /// quoted values), applying each line on top of `self`.
     pub fn load_text(&mut self, text: &str) -> Result<(), ConfigError> {
+        // Save points accumulate over `save` lines, the first replacing the
+        // default, as in redis.conf ("save 900 1" / "save 300 10").
+        let mut save_points: Option<Vec<(u64, u64)>> = None;
         for (i, line) in text.lines().enumerate() {
             let trimmed = line.trim();
             if trimmed.is_empty() || trimmed.starts_with('#') {
@@ -363,6 +429,11 @@ impl Config {
             match find_param(name) {
                 None => return Err(err("Bad directive or wrong number of arguments".into())),
                 Some(p) => (p.set)(self, &values).map_err(err)?,
+            }
+            if name.eq_ignore_ascii_case("save") {
+                let points = save_points.get_or_insert_with(Vec::new);
+                points.append(&mut self.save);
+                self.save = points.clone();
             }
         }
         Ok(())
@@ -491,6 +562,19 @@ mod tests {
         assert_eq!(e.line, 2);
         let e = c.load_text("maxclients 0\n").unwrap_err();
         assert!(e.reason.contains("between 1 and"), "{}", e.reason);
+    }
+
+    #[test]
+    fn save_lines_accumulate_in_a_file() {
+        let mut c = Config::default();
+        c.load_text("save 900 1\nsave 300 10\n").unwrap();
+        assert_eq!(c.save, vec![(900, 1), (300, 10)]);
+        assert_eq!(c.get("save").unwrap(), "900 1 300 10");
+        c.load_text("save \"\"\n").unwrap();
+        assert!(c.save.is_empty());
+        c.set("save", &["60 5"]).unwrap();
+        assert_eq!(c.save, vec![(60, 5)]);
+        assert!(c.set("save", &["60"]).is_err());
     }
 
     #[test]

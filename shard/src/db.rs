@@ -2,6 +2,7 @@
 //! bookkeeping for expiry (lazy on access, plus an incremental sweep).
 
 use crate::bytes::CompactBytes;
+use crate::snapshot::DbSnapshot;
 use crate::table::{DashTable, Keyed};
 use crate::value::Value;
 
@@ -12,6 +13,10 @@ pub struct Entry {
     expire_at: u64,
     /// Unix time in seconds of the last access (OBJECT IDLETIME, LRU).
     access: u32,
+    /// The snapshot epoch this entry was last preserved for (or inserted
+    /// during): equal to the running snapshot's epoch means "already written,
+    /// or born after the cut". Lives in what was the entry's padding.
+    pub(crate) snap: u32,
 }
 
 impl Keyed for Entry {
@@ -32,8 +37,14 @@ impl Entry {
         (now / 1000).saturating_sub(self.access as u64)
     }
 
+    /// Makes the key look unused for `seconds` (RESTORE IDLETIME, the
+    /// IDLE opcode of an RDB file).
+    pub fn set_idle_seconds(&mut self, now: u64, seconds: u64) {
+        self.access = (now / 1000).saturating_sub(seconds).min(u32::MAX as u64) as u32;
+    }
+
     #[inline]
-    fn is_expired(&self, now: u64) -> bool {
+    pub(crate) fn is_expired(&self, now: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now
     }
 }
@@ -51,7 +62,7 @@ pub enum Ttl {
 
 #[derive(Default)]
 pub struct Db {
-    table: DashTable<Entry>,
+    pub(crate) table: DashTable<Entry>,
     /// Entries with an expiry, for `INFO keyspace` and to skip idle sweeps.
     volatile: usize,
     /// Where the active-expiry sweep resumes.
@@ -62,6 +73,25 @@ pub struct Db {
     /// collected in `expired_log` to go out as `DEL`s before the next effect.
     pub log_expired: bool,
     pub expired_log: Vec<CompactBytes>,
+    /// The running snapshot, if any. Every mutation goes through
+    /// [`Db::preserve`] first: one branch when no snapshot runs.
+    pub(crate) snap: Option<Box<DbSnapshot>>,
+}
+
+/// Copy-on-write hook: before `entry` changes or goes away, a running
+/// snapshot writes it out if its walk has not reached it yet.
+#[inline(always)]
+fn preserve(snap: &mut Option<Box<DbSnapshot>>, entry: &mut Entry) {
+    if let Some(s) = snap {
+        s.writer.preserve(entry);
+    }
+}
+
+/// The epoch a newly inserted entry carries: a running snapshot's, so its
+/// walk skips what was born after the cut.
+#[inline(always)]
+fn birth_epoch(snap: &Option<Box<DbSnapshot>>) -> u32 {
+    snap.as_ref().map_or(0, |s| s.writer.epoch)
 }
 
 impl Db {
@@ -100,14 +130,18 @@ impl Db {
         // checker's conditional-return limitation (NLL problem case #3).
         let live = unsafe { !(*entry).is_expired(now) };
         if live {
-            return Some(unsafe { &mut *entry });
+            let entry = unsafe { &mut *entry };
+            // The caller may change it: a snapshot keeps the old state.
+            preserve(&mut self.snap, entry);
+            return Some(entry);
         }
         self.remove_expired(hash, key);
         None
     }
 
     fn remove_expired(&mut self, hash: u64, key: &[u8]) {
-        if self.table.remove(hash, key).is_some() {
+        if let Some(mut entry) = self.table.remove(hash, key) {
+            preserve(&mut self.snap, &mut entry);
             self.volatile -= 1;
             self.expired_keys += 1;
             if self.log_expired {
@@ -135,6 +169,7 @@ impl Db {
             let entry: *mut Entry = entry;
             // SAFETY: as in `get`.
             let entry = unsafe { &mut *entry };
+            preserve(&mut self.snap, entry);
             let old_volatile = entry.expire_at != 0;
             // An expired key is replaced as if absent: KEEPTTL keeps nothing.
             let ttl = if ttl == Ttl::Keep && entry.is_expired(now) { Ttl::Clear } else { ttl };
@@ -153,14 +188,16 @@ impl Db {
             _ => 0,
         };
         self.volatile += (expire_at != 0) as usize;
-        self.table
-            .insert_unique(hash, Entry { key: CompactBytes::new(key), value, expire_at, access: (now / 1000) as u32 })
+        let snap = birth_epoch(&self.snap);
+        let entry = Entry { key: CompactBytes::new(key), value, expire_at, access: (now / 1000) as u32, snap };
+        self.table.insert_unique(hash, entry)
     }
 
     /// Removes the live entry for `key`.
     pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
         let hash = self.table.hash(key);
-        let entry = self.table.remove(hash, key)?;
+        let mut entry = self.table.remove(hash, key)?;
+        preserve(&mut self.snap, &mut entry);
         if entry.expire_at != 0 {
             self.volatile -= 1;
             if entry.is_expired(now) {
@@ -216,6 +253,14 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        if let Some(s) = &mut self.snap {
+            // The walk goes on over the old table; the new one only ever
+            // holds entries born after the cut. A second flush during the
+            // same snapshot finds the old table already handed over.
+            if s.frozen.is_none() && !s.walked() {
+                s.frozen = Some(std::mem::take(&mut self.table));
+            }
+        }
         self.table.clear();
         self.volatile = 0;
         self.sweep_pos = 0;
@@ -235,11 +280,15 @@ impl Db {
         let mut log = if self.log_expired { Some(&mut self.expired_log) } else { None };
         while examined < budget {
             let mut seen = 0;
+            let snap = &mut self.snap;
             let (removed, next) = self.table.sweep_segment(self.sweep_pos, |e| {
                 seen += 1;
                 let expired = e.is_expired(now);
-                if let (true, Some(log)) = (expired, log.as_deref_mut()) {
-                    log.push(e.key.clone());
+                if expired {
+                    preserve(snap, e);
+                    if let Some(log) = log.as_deref_mut() {
+                        log.push(e.key.clone());
+                    }
                 }
                 !expired
             });

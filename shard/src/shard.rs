@@ -28,6 +28,10 @@ pub struct Shard {
     /// Effects of writes for the AOF (and replicas); `None` when nothing
     /// consumes them.
     pub effects: Option<Box<crate::propagate::EffectLog>>,
+    /// Writes executed since the last successful save (Redis's
+    /// `rdb_changes_since_last_save`): write commands, counted once each.
+    pub dirty: u64,
+    pub(crate) snapshot: crate::snapshot::SnapshotState,
     rng: u64,
 }
 
@@ -43,6 +47,8 @@ impl Shard {
             config,
             stats: Stats::default(),
             effects: None,
+            dirty: 0,
+            snapshot: Default::default(),
             rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ unix_ms(),
         }
     }

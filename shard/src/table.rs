@@ -348,6 +348,20 @@ impl<E: Keyed> DashTable<E> {
         (rejected.len(), if hi >= 1u128 << 64 { None } else { Some(hi as u64) })
     }
 
+    /// Calls `visit` on every entry of the segment covering hash position
+    /// `pos`; returns the next segment's position (`None` after the last).
+    /// Splits only ever divide a segment, so a walk that resumes from the
+    /// returned position covers every hash position exactly once.
+    pub fn visit_segment_mut(&mut self, pos: u64, mut visit: impl FnMut(&mut E)) -> Option<u64> {
+        let s = self.segment_of(pos);
+        let seg = &mut self.segments[s];
+        for chunk in &mut seg.entries.chunks {
+            chunk.iter_mut().for_each(&mut visit);
+        }
+        let (_, hi) = self.range_of(pos);
+        (hi < 1u128 << 64).then_some(hi as u64)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &E> {
         self.segments.iter().flat_map(|s| s.entries.iter())
     }

@@ -41,7 +41,13 @@ impl Server {
         if let Some(dir) = dir {
             cmd.current_dir(dir);
         }
-        cmd.args(["--port", "0", "--bind", "127.0.0.1"]).args(args);
+        cmd.args(["--port", "0", "--bind", "127.0.0.1"]);
+        // No snapshots into the working directory unless a test asks (as
+        // the differential tests' redis-server runs with --save "").
+        if !args.iter().any(|a| *a == "--save" || *a == "--dir") {
+            cmd.args(["--save", ""]);
+        }
+        cmd.args(args);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         die_with_parent(&mut cmd);
         let mut child = cmd.spawn().expect("spawn corekv");

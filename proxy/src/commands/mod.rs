@@ -8,6 +8,7 @@ mod gather;
 mod introspection;
 mod keyspace;
 mod lists;
+mod persistence;
 mod server;
 mod sets;
 mod zsets;
@@ -75,7 +76,10 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "info" => server::info(conn, args).await,
         "config|set" => server::config_set(conn, args).await,
         "config|resetstat" => server::config_resetstat(conn).await,
-        "shutdown" => server::shutdown(conn, args),
+        "shutdown" => server::shutdown(conn, args).await,
+        "save" => persistence::save(conn).await,
+        "bgsave" => persistence::bgsave(conn, args).await,
+        "lastsave" => persistence::lastsave(conn),
         "client|list" => connection::client_list(conn, args).await,
         "client|kill" => connection::client_kill(conn, args).await,
         "scan" => keyspace::scan(conn, args).await,

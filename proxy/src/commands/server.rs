@@ -5,6 +5,7 @@ use crate::conn::Connection;
 use crate::core::Core;
 use crate::log;
 use crate::mesh::call_all;
+use crate::persistence;
 use shard::config::find_param;
 use shard::reply::errors::SYNTAX;
 use shard::Args;
@@ -39,6 +40,8 @@ pub struct CoreReport {
     pub blocked: u64,
     /// This shard's AOF figures (`None` when the AOF is off).
     pub aof: Option<crate::persistence::aof::AofStats>,
+    /// Writes since the last save.
+    pub dirty: u64,
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -77,6 +80,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         allocated: (core.process.thread_allocated)(),
         blocked: core.blocked_here.get(),
         aof: core.aof.enabled.get().then(|| core.aof.stats.borrow().clone()),
+        dirty: shard.dirty,
     }
 }
 
@@ -163,13 +167,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
     }
     if want("persistence") {
         let aof: Vec<_> = reports.iter().filter_map(|r| r.aof.clone()).collect();
-        section(
-            "Persistence",
-            format!(
-                "loading:0\r\nasync_loading:0\r\nrdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n{}",
-                crate::persistence::aof::info_fields(&aof)
-            ),
-        );
+        section("Persistence", persistence::info(core, sum(|r| r.dirty), &aof));
     }
     if want("stats") {
         section(
@@ -325,6 +323,9 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         let Some(param) = find_param(&name) else {
             return conn.error(&format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
         };
+        if shard::config::PROTECTED.contains(&param.name) {
+            return conn.error(&failed("can't set protected config"));
+        }
         if !param.mutable {
             return conn.error(&failed("can't set immutable config"));
         }
@@ -359,6 +360,8 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     if applied.iter().any(Option::is_none) {
         return conn.error("ERR CONFIG SET could not reach every shard");
     }
+    // `save` and `stop-writes-on-bgsave-error` decide whether writes are refused.
+    persistence::refresh_deny_writes(&conn.core).await;
     reply(conn, |r| r.ok());
 }
 
@@ -382,15 +385,34 @@ pub async fn config_resetstat(conn: &mut Connection) {
     reply(conn, |r| r.ok());
 }
 
-pub fn shutdown(conn: &mut Connection, args: Args) {
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: saves first when asked or
+/// when a save point is configured; a failed save keeps the server up
+/// unless FORCE.
+pub async fn shutdown(conn: &mut Connection, args: Args<'_>) {
+    let (mut save, mut nosave, mut force) = (false, false, false);
     for opt in args.iter().skip(1) {
         match opt.to_ascii_lowercase().as_slice() {
-            b"nosave" | b"save" | b"now" | b"force" => {}
+            b"nosave" => nosave = true,
+            b"save" => save = true,
+            b"force" => force = true,
+            b"now" => {}
             b"abort" => return conn.error("ERR No shutdown in progress."),
             _ => return conn.error(SYNTAX),
         }
     }
+    if save && nosave {
+        return conn.error(SYNTAX);
+    }
     log::warning("User requested shutdown...");
+    if persistence::save_on_shutdown(&conn.core, save, nosave) {
+        if let Err(e) = persistence::final_save(&conn.core).await {
+            log::warning(&format!("Error trying to save the DB: {e}"));
+            if !force {
+                log::warning("Errors trying to shut down the server. Check the logs for more information.");
+                return conn.error("ERR Errors trying to SHUTDOWN. Check logs.");
+            }
+        }
+    }
     conn.core.process.request_shutdown();
     conn.state.close = true;
 }

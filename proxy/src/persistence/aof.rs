@@ -32,6 +32,15 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+/// The AOF found (or created) at start.
+#[derive(Clone, Debug)]
+pub struct Found {
+    pub manifest: Manifest,
+    /// Created by this start: the shards write what they loaded (from a
+    /// dump) as its first content.
+    pub fresh: bool,
+}
+
 /// One line of the manifest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FileEntry {
@@ -125,8 +134,9 @@ pub fn base_name(config: &Config, shard: usize, seq: u64) -> String {
     format!("{}.{shard}.{seq}.base.aof", config.appendfilename)
 }
 
+/// `appenddirname` inside `dir`.
 pub fn dir(config: &Config) -> PathBuf {
-    PathBuf::from(&config.appenddirname)
+    PathBuf::from(&config.dir).join(&config.appenddirname)
 }
 
 fn manifest_path(config: &Config) -> PathBuf {
@@ -152,7 +162,7 @@ pub fn write_manifest(config: &Config, manifest: &Manifest) -> Result<(), String
 /// Before the shards start: reads the manifest, or creates the folder,
 /// one empty incr file per shard and the manifest naming them. `None`
 /// when the AOF is off.
-pub fn prepare(config: &Config, shards: usize) -> Result<Option<Manifest>, String> {
+pub fn prepare(config: &Config, shards: usize) -> Result<Option<Found>, String> {
     if !config.appendonly {
         return Ok(None);
     }
@@ -169,11 +179,9 @@ pub fn prepare(config: &Config, shards: usize) -> Result<Option<Manifest>, Strin
                     manifest.shards()
                 ));
             }
-            Ok(Some(manifest))
+            Ok(Some(Found { manifest, fresh: false }))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            // TODO(snapshot): with no AOF but a dump.rdb, Redis 7 loads the
-            // RDB first; that waits for the snapshot loader.
             std::fs::create_dir_all(dir(config))
                 .map_err(|e| format!("Can't create the AOF directory {}: {e}", config.appenddirname))?;
             let mut manifest = Manifest::default();
@@ -188,7 +196,7 @@ pub fn prepare(config: &Config, shards: usize) -> Result<Option<Manifest>, Strin
             }
             write_manifest(config, &manifest)?;
             log::notice(&format!("Creating AOF incr files in {} ({shards} shard(s))", config.appenddirname));
-            Ok(Some(manifest))
+            Ok(Some(Found { manifest, fresh: true }))
         }
         Err(e) => Err(format!("Can't read the AOF manifest {}: {e}", path.display())),
     }
@@ -358,8 +366,8 @@ impl Future for EffectsPending<'_> {
 /// files, opens its last incr file for appending, turns effects on and
 /// starts the writer. Exits the process, as Redis does, when the AOF
 /// cannot be loaded.
-pub async fn start(core: &Rc<Core>, manifest: &Manifest) {
-    let config = core.config().clone();
+pub async fn start(core: &Rc<Core>, found: &Found) {
+    let (manifest, config) = (&found.manifest, core.config().clone());
     let files: Vec<FileEntry> = manifest.of_shard(core.index).into_iter().cloned().collect();
     let started = Instant::now();
     let mut keys = 0;
@@ -395,7 +403,21 @@ pub async fn start(core: &Rc<Core>, manifest: &Manifest) {
             std::process::exit(1);
         }
     };
-    let size = file.file_size().await.unwrap_or(0);
+    let mut size = file.file_size().await.unwrap_or(0);
+    if found.fresh && size == 0 {
+        // What a dump brought in starts the new AOF (Redis writes a base).
+        let loaded = render_keyspace(&core.shard.borrow(), shard::unix_ms());
+        if !loaded.is_empty() {
+            let len = loaded.len() as u64;
+            match file.write_at(loaded, 0).await {
+                Ok(n) if n as u64 == len => size = len,
+                _ => write_failed(core, "Error writing the loaded dataset to the new AOF"),
+            }
+            if let Err(e) = file.fdatasync().await {
+                write_failed(core, &format!("Can't persist the AOF (fdatasync): {e}"));
+            }
+        }
+    }
     let base_size = files
         .iter()
         .filter(|f| f.kind == Kind::Base)

@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod bitmap;
+pub mod dump;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
@@ -179,6 +180,7 @@ pub(crate) mod prelude {
 pub static FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     keys::COMMANDS,
+    dump::COMMANDS,
     string::COMMANDS,
     bitmap::COMMANDS,
     hyperloglog::COMMANDS,
@@ -207,6 +209,7 @@ pub fn resolve<'a>(spec: &'static CommandSpec, args: &Args<'a>) -> Option<&'stat
 pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args) {
     shard.stats.commands += 1;
     let reply_start = ctx.reply.buf.len();
+    shard.dirty += (spec.flags & flags::WRITE != 0) as u64;
     match spec.handler {
         Some(handler) => handler(shard, ctx, args),
         None => ctx.reply.error(&format!("ERR command '{}' cannot run on a shard", spec.name)),

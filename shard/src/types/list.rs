@@ -43,6 +43,12 @@ impl List {
         self.len == 0
     }
 
+    /// The packed nodes, front to back (the RDB encoder writes one listpack
+    /// per node, like Redis's quicklist).
+    pub fn nodes(&self) -> impl Iterator<Item = &Pack> + '_ {
+        self.nodes.iter()
+    }
+
     pub fn heap_size(&self) -> usize {
         self.nodes.iter().map(Pack::heap_size).sum::<usize>() + self.nodes.capacity() * std::mem::size_of::<Pack>()
     }
