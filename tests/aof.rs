@@ -274,6 +274,16 @@ fn bgrewriteaof_under_concurrent_writes_loses_nothing() {
     let (manifest, _) = manifest_and_incr(&dir.0);
     assert!(manifest.contains("type b shard 2"), "{manifest}");
     assert!(!manifest.contains("seq 1 "), "{manifest}");
+    // The bases carry the RDB preamble; Redis's checker accepts them.
+    for line in manifest.lines().filter(|l| l.contains("type b")) {
+        let name = line.split_whitespace().nth(1).unwrap();
+        assert!(name.ends_with(".base.rdb"), "{name}");
+        let check = std::process::Command::new("redis-check-rdb")
+            .arg(dir.0.join("appendonlydir").join(name))
+            .output()
+            .expect("redis-check-rdb");
+        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    }
     let server = start(&dir.0, 3, &[]);
     let mut c = server.client();
     assert_eq!(before, state(&mut c));
@@ -394,4 +404,56 @@ fn kill_9_during_bgrewriteaof_keeps_every_acknowledged_write() {
     }
     let n: i64 = redis::cmd("HLEN").arg("h7").query(&mut c).unwrap();
     assert_eq!(n, 60);
+}
+
+#[test]
+fn resp_base_without_rdb_preamble() {
+    let dir = TempDir::new("resp-base");
+    let server = start(&dir.0, 2, &["--aof-use-rdb-preamble", "no"]);
+    let mut c = server.client();
+    write_everything(&mut c);
+    let reply: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    assert_eq!(reply, "Background append only file rewriting started");
+    loop {
+        let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrites:1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cmd(&mut c, &["SET", "after", "rewrite", "PX", "99999999"]);
+    let before = state(&mut c);
+    drop(server);
+    let (manifest, _) = manifest_and_incr(&dir.0);
+    assert!(manifest.contains("appendonly.aof.1.2.base.aof seq 2 type b shard 1"), "{manifest}");
+    let server = start(&dir.0, 2, &[]);
+    let mut c = server.client();
+    assert_eq!(before, state(&mut c));
+}
+
+#[test]
+fn appendonly_on_a_dump_starts_from_the_dump() {
+    common::ensure_test_deps();
+    let dir = TempDir::new("from-dump");
+    // A dump made by corekv itself (SAVE), then the AOF switched on.
+    let server = Server::start_in(Some(&dir.0), &["--shards", "2", "--save", "3600 1"]);
+    let mut c = server.client();
+    write_everything(&mut c);
+    let before = state(&mut c);
+    cmd(&mut c, &["SAVE"]);
+    drop(server);
+    let server = start(&dir.0, 2, &["--save", ""]);
+    let mut c = server.client();
+    assert_eq!(before, state(&mut c));
+    cmd(&mut c, &["SET", "new", "write"]);
+    drop(server);
+    // The dump is gone: the AOF alone holds the dataset.
+    std::fs::remove_file(dir.0.join("dump.rdb")).unwrap();
+    let server = start(&dir.0, 2, &["--save", ""]);
+    let mut c = server.client();
+    let mut after = state(&mut c);
+    after.retain(|l| !l.contains(" new "));
+    assert_eq!(before, after);
+    let v: String = redis::cmd("GET").arg("new").query(&mut c).unwrap();
+    assert_eq!(v, "write");
 }

@@ -130,8 +130,10 @@ pub fn incr_name(config: &Config, shard: usize, seq: u64) -> String {
     format!("{}.{shard}.{seq}.incr.aof", config.appendfilename)
 }
 
+/// A base is RDB (`.rdb`, with `aof-use-rdb-preamble yes`) or commands.
 pub fn base_name(config: &Config, shard: usize, seq: u64) -> String {
-    format!("{}.{shard}.{seq}.base.aof", config.appendfilename)
+    let ext = if config.aof_use_rdb_preamble { "rdb" } else { "aof" };
+    format!("{}.{shard}.{seq}.base.{ext}", config.appendfilename)
 }
 
 /// `appenddirname` inside `dir`.
@@ -446,11 +448,11 @@ fn load_file(core: &Core, config: &Config, f: &FileEntry, last: bool) -> Result<
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && f.kind == Kind::Incr => Vec::new(),
         Err(e) => return Err(format!("Can't open the append-only file {}: {e}", f.name)),
     };
-    if bytes.starts_with(b"REDIS") {
-        // TODO(rdb-codec): an RDB preamble, once shard::rdb can read it.
-        return Err(format!("The AOF base file {} is an RDB preamble, which this build cannot read yet", f.name));
-    }
     let mut shard = core.shard.borrow_mut();
+    if bytes.starts_with(b"REDIS") {
+        log::notice("Reading RDB base file on AOF loading...");
+        return load_rdb_base(&mut shard, &bytes).map_err(|e| format!("Bad RDB base file {}: {e}", f.name));
+    }
     match replay(&mut shard, &core.commands, &bytes) {
         Ok(()) => Ok(()),
         Err(Replay::BadFormat) => Err(format!(
@@ -478,6 +480,30 @@ fn load_file(core: &Core, config: &Config, f: &FileEntry, last: bool) -> Result<
              'aof-load-truncated' configuration option to yes and restart the server.",
             f.name
         )),
+    }
+}
+
+/// Loads an RDB-form base (all its keys are this shard's).
+fn load_rdb_base(shard: &mut Shard, bytes: &[u8]) -> Result<(), String> {
+    use shard::db::Ttl;
+    use shard::rdb::{Item, Limits, Reader};
+    let mut reader = Reader::with_limits(bytes, Limits::of(&shard.config)).map_err(|e| e.to_string())?;
+    reader.set_verify_checksum(true);
+    let databases = shard.dbs.len();
+    let now = shard::unix_ms();
+    loop {
+        match reader.next().map_err(|e| e.to_string())? {
+            None => return Err("unexpected end of file".into()),
+            Some(Item::Eof { checksum_ok: false }) => return Err("wrong RDB checksum".into()),
+            Some(Item::Eof { .. }) => return Ok(()),
+            Some(Item::Entry { db, key, expire_at_ms, value, .. }) if db < databases => {
+                shard.dbs[db].set(&key, value, expire_at_ms.map_or(Ttl::Clear, Ttl::At), now);
+            }
+            Some(Item::Entry { db, .. }) | Some(Item::SelectDb(db)) if db >= databases => {
+                return Err(format!("database {db} out of range (databases {databases})"));
+            }
+            Some(_) => {}
+        }
     }
 }
 
@@ -775,7 +801,8 @@ async fn switch_steps(core: &Rc<Core>, config: &Config) -> Result<(), String> {
         let tail = log.take();
         let end = log.taken;
         log.reselect();
-        let snapshot = render_keyspace(&shard, shard::unix_ms());
+        let now = shard::unix_ms();
+        let snapshot = if config.aof_use_rdb_preamble { render_rdb(&shard, now) } else { render_keyspace(&shard, now) };
         (tail, end, snapshot)
     };
     let old_file = core.aof.file.borrow_mut().replace(Rc::new(new_file));
@@ -814,6 +841,32 @@ async fn switch_steps(core: &Rc<Core>, config: &Config) -> Result<(), String> {
     stats.base_size = base_len;
     stats.current_size = base_len + core.aof.pos.get();
     Ok(())
+}
+
+/// The shard's keyspace as an RDB file (an AOF base with the RDB preamble),
+/// as Redis 7.0 writes one: aux fields with `aof-base 1`, then per database
+/// SELECTDB, RESIZEDB and the entries, EOF and the CRC-64.
+pub fn render_rdb(shard: &Shard, now: u64) -> Vec<u8> {
+    use shard::rdb;
+    let mut out = Vec::new();
+    rdb::write_standard_header(&mut out, now / 1000, 0, true);
+    let opts = rdb::SaveOptions { compress: shard.config.rdbcompression };
+    for (i, db) in shard.dbs.iter().enumerate() {
+        if db.is_empty() {
+            continue;
+        }
+        rdb::write_select_db(&mut out, i);
+        rdb::write_resize_db(&mut out, db.len() as u64, db.volatile() as u64);
+        for e in db.iter_live(now) {
+            rdb::write_entry(&mut out, &e.key, &e.value, e.expire_at(), &opts);
+        }
+    }
+    rdb::write_eof(&mut out);
+    let mut crc = rdb::Crc64::new();
+    crc.update(&out);
+    let sum = crc.value();
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
 }
 
 /// The shard's keyspace as commands (a RESP-form AOF base).
