@@ -29,6 +29,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -715,7 +716,17 @@ pub async fn rewrite_all(core: &Rc<Core>) -> Result<(), String> {
         remove_unnamed(&config, &next, &before);
         return Err(e);
     }
-    let results = crate::mesh::call_all_tasks(core, switch_and_write_base).await;
+    // An RDB base is streamed by the snapshot's copy-on-write walk, which
+    // serves one snapshot at a time: the rewrite holds the save lock (a
+    // BGSAVE meanwhile is refused as "in progress"); without it the bases
+    // are rendered in one synchronous pass per shard.
+    let saves = &core.process.save_status.in_progress;
+    let walk = config.aof_use_rdb_preamble
+        && saves.compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed).is_ok();
+    let results = crate::mesh::call_all_tasks(core, move |c| switch_and_write_base(c, walk)).await;
+    if walk {
+        saves.store(false, Ordering::Relaxed);
+    }
     let after = current_files(core).await?;
     write_manifest(&config, &after)?;
     let mut named = before.clone();
@@ -773,10 +784,10 @@ async fn prepare_incr(core: Rc<Core>) -> Result<FileEntry, String> {
 }
 
 /// Step 2 on a shard: the cut, the switch, the base.
-async fn switch_and_write_base(core: Rc<Core>) -> Result<(), String> {
+async fn switch_and_write_base(core: Rc<Core>, walk: bool) -> Result<(), String> {
     let config = core.config().clone();
     let started = core.aof.stats.borrow().rewrite_started.unwrap_or_else(Instant::now);
-    let result = switch_steps(&core, &config).await;
+    let result = switch_steps(&core, &config, walk).await;
     let mut stats = core.aof.stats.borrow_mut();
     stats.rewrite_in_progress = false;
     stats.rewrite_started = None;
@@ -788,7 +799,7 @@ async fn switch_and_write_base(core: Rc<Core>) -> Result<(), String> {
     result
 }
 
-async fn switch_steps(core: &Rc<Core>, config: &Config) -> Result<(), String> {
+async fn switch_steps(core: &Rc<Core>, config: &Config, walk: bool) -> Result<(), String> {
     let Ok(permit) = core.aof.lock.acquire_permit(1).await else { return Err("AOF lock closed".into()) };
     let Some((incr, new_file)) = core.aof.next.borrow_mut().take() else {
         return Err("no prepared incr file".into());
@@ -802,7 +813,14 @@ async fn switch_steps(core: &Rc<Core>, config: &Config) -> Result<(), String> {
         let end = log.taken;
         log.reselect();
         let now = shard::unix_ms();
-        let snapshot = if config.aof_use_rdb_preamble { render_rdb(&shard, now) } else { render_keyspace(&shard, now) };
+        let snapshot = if walk {
+            shard.begin_snapshot(now, config.rdbcompression);
+            Vec::new()
+        } else if config.aof_use_rdb_preamble {
+            render_rdb(&shard, now)
+        } else {
+            render_keyspace(&shard, now)
+        };
         (tail, end, snapshot)
     };
     let old_file = core.aof.file.borrow_mut().replace(Rc::new(new_file));
@@ -828,12 +846,21 @@ async fn switch_steps(core: &Rc<Core>, config: &Config) -> Result<(), String> {
     let seq = incr.seq;
     let base = FileEntry { name: base_name(config, core.index, seq), seq, kind: Kind::Base, shard: core.index };
     let io = |what: &str, e: glommio::GlommioError<()>| format!("{what} {}: {e}", base.name);
-    let base_len = snapshot.len() as u64;
-    let base_file = BufferedFile::create(dir(config).join(&base.name)).await.map_err(|e| io("Creating", e))?;
-    let n = base_file.write_at(snapshot, 0).await.map_err(|e| io("Writing", e))?;
-    if n as u64 != base_len {
-        return Err(format!("Short write of the AOF base file {}", base.name));
+    let base_file = match BufferedFile::create(dir(config).join(&base.name)).await {
+        Ok(f) => f,
+        Err(e) => {
+            if walk {
+                core.shard.borrow_mut().end_snapshot();
+            }
+            return Err(io("Creating", e));
+        }
+    };
+    let written = if walk { stream_rdb_base(core, &base_file).await } else { write_whole(&base_file, snapshot).await };
+    if walk {
+        // Stopped early on an error: the hooks go off.
+        core.shard.borrow_mut().end_snapshot();
     }
+    let base_len = written.map_err(|e| format!("Writing {}: {e}", base.name))?;
     base_file.fdatasync().await.map_err(|e| io("Syncing", e))?;
     let _ = base_file.close().await;
     *core.aof.files.borrow_mut() = vec![base, incr];
@@ -841,6 +868,54 @@ async fn switch_steps(core: &Rc<Core>, config: &Config) -> Result<(), String> {
     stats.base_size = base_len;
     stats.current_size = base_len + core.aof.pos.get();
     Ok(())
+}
+
+/// Writes `bytes` at the start of `file`; returns the length.
+async fn write_whole(file: &BufferedFile, bytes: Vec<u8>) -> Result<u64, String> {
+    let len = bytes.len() as u64;
+    match file.write_at(bytes, 0).await {
+        Ok(n) if n as u64 == len => Ok(len),
+        Ok(n) => Err(format!("short write ({n} of {len} bytes)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Streams the shard's RDB base from the snapshot walk begun at the cut:
+/// header, the walk's steps (each ~300 µs or 256 KB, other tasks running
+/// in between; writes meanwhile preserve what they change first), EOF and
+/// the CRC-64. Returns the length.
+async fn stream_rdb_base(core: &Rc<Core>, file: &BufferedFile) -> Result<u64, String> {
+    use shard::rdb;
+    const CHUNK: usize = 256 << 10;
+    const SLICE: Duration = Duration::from_micros(300);
+    let mut crc = rdb::Crc64::new();
+    let mut head = Vec::new();
+    rdb::write_standard_header(&mut head, shard::unix_ms() / 1000, 0, true);
+    let mut pos = 0u64;
+    let mut pending = head;
+    loop {
+        let done = core.shard.borrow_mut().snapshot_step(&mut pending, CHUNK, Instant::now() + SLICE);
+        if done {
+            rdb::write_eof(&mut pending);
+        }
+        crc.update(&pending);
+        if done {
+            pending.extend_from_slice(&crc.value().to_le_bytes());
+        }
+        let len = pending.len() as u64;
+        if len > 0 {
+            let chunk = std::mem::replace(&mut pending, Vec::with_capacity(CHUNK * 2));
+            match file.write_at(chunk, pos).await {
+                Ok(n) if n as u64 == len => pos += len,
+                Ok(n) => return Err(format!("short write ({n} of {len} bytes)")),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        if done {
+            return Ok(pos);
+        }
+        glommio::executor().yield_task_queue_now().await;
+    }
 }
 
 /// The shard's keyspace as an RDB file (an AOF base with the RDB preamble),
