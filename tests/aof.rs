@@ -457,3 +457,50 @@ fn appendonly_on_a_dump_starts_from_the_dump() {
     let v: String = redis::cmd("GET").arg("new").query(&mut c).unwrap();
     assert_eq!(v, "write");
 }
+
+/// One shard's AOF is Redis's own format: redis-server 7.0 loads what
+/// corekv wrote (RDB base + incr file), and corekv loads what redis-server
+/// wrote.
+#[test]
+fn aof_interoperates_with_redis_server() {
+    common::ensure_test_deps();
+    let dir = TempDir::new("interop");
+    let server = start(&dir.0, 1, &["--save", ""]);
+    let mut c = server.client();
+    write_everything(&mut c);
+    let reply: String = redis::cmd("BGREWRITEAOF").query(&mut c).unwrap();
+    assert_eq!(reply, "Background append only file rewriting started");
+    loop {
+        let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrites:1") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cmd(&mut c, &["SET", "after", "the rewrite", "EX", "5000"]);
+    cmd(&mut c, &["SADD", "set:after", "a", "b", "c"]);
+    cmd(&mut c, &["SPOP", "set:after"]);
+    let before = state(&mut c);
+    drop(server);
+    let redis = common::Redis::start_with(&["--dir", dir.0.to_str().unwrap(), "--appendonly", "yes", "--save", ""]);
+    let mut rc = redis::Client::open(format!("redis://127.0.0.1:{}/", redis.port)).unwrap().get_connection().unwrap();
+    assert_eq!(before, state(&mut rc));
+    // redis-server appends, rewrites; corekv loads its files.
+    cmd(&mut rc, &["SET", "from", "redis", "PX", "9000000"]);
+    cmd(&mut rc, &["INCRBYFLOAT", "s:float", "1"]);
+    let reply: String = redis::cmd("BGREWRITEAOF").query(&mut rc).unwrap();
+    assert!(reply.contains("rewriting"), "{reply}");
+    loop {
+        let info: String = redis::cmd("INFO").arg("persistence").query(&mut rc).unwrap();
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cmd(&mut rc, &["RPUSH", "l:1", "tail"]);
+    let redis_state = state(&mut rc);
+    drop(redis);
+    let server = start(&dir.0, 1, &["--save", ""]);
+    let mut c = server.client();
+    assert_eq!(redis_state, state(&mut c));
+}

@@ -93,7 +93,8 @@ impl Manifest {
                     _ => {}
                 }
             }
-            let (Some(name), Some(seq), Some(shard)) = (name, seq, shard) else {
+            // Without `shard` (a manifest redis-server wrote): shard 0.
+            let (Some(name), Some(seq), Some(shard)) = (name, seq, shard.or(Some(0))) else {
                 return Err(format!("Invalid AOF manifest file format: '{line}'"));
             };
             if name.contains('/') {
@@ -1033,6 +1034,8 @@ mod tests {
         assert_eq!(m.of_shard(0)[0].kind, Kind::Base);
         assert!(Manifest::parse("file a seq 1 type x shard 0\n").is_err());
         assert!(Manifest::parse("file a seq\n").is_err());
+        let redis = Manifest::parse("file appendonly.aof.1.base.rdb seq 1 type b\n").unwrap();
+        assert_eq!((redis.shards(), redis.files[0].shard), (1, 0));
         assert!(Manifest::parse("file ../a seq 1 type i shard 0\n").is_err());
         assert_eq!(Manifest::parse("# c\nfile h seq 1 type h shard 0\n").unwrap().files.len(), 0);
     }
