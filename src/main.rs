@@ -229,13 +229,18 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     let placement: Vec<String> = cpus.iter().enumerate().map(|(i, c)| format!("shard {i} -> CPU {c}")).collect();
     log::notice(&format!("Shards pinned: {}", placement.join(", ")));
     install_signal_handlers(process.clone())?;
+    // With the AOF on and present it is the dataset; otherwise the dump is
+    // (Redis 7 loads the RDB when appendonly is on but no AOF exists yet).
+    let aof = proxy::persistence::aof::prepare(&config, shards)?.map(Arc::new);
     let dump_path = std::path::Path::new(&config.dir).join(&config.dbfilename);
-    let dump = proxy::persistence::load::Dump::open(&dump_path)?.map(Arc::new);
+    let dump = match &aof {
+        Some(a) if !a.fresh => None,
+        _ => proxy::persistence::load::Dump::open(&dump_path)?.map(Arc::new),
+    };
     if let Some(d) = &dump {
         log::notice(&format!("Loading {} ({} bytes) on {shards} shard(s)", d.path, d.bytes().len()));
     }
     let loaded = Arc::new(std::sync::Barrier::new(shards));
-
     let requests = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
     let responses = MeshBuilder::full(shards, MESH_CHANNEL_SIZE);
     let (ready_tx, ready_rx) = mpsc::channel::<Result<usize, String>>();
@@ -250,6 +255,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             responses: responses.clone(),
             listen: listen.clone(),
             cluster: cluster.clone(),
+            aof: aof.clone(),
             dump: dump.clone(),
             loaded: loaded.clone(),
         };

@@ -819,6 +819,12 @@ const SETTINGS: &[(&str, &str)] = &[
     ("stop-writes-on-bgsave-error", "yes"),
     ("rdb-del-sync-files", "no"),
     ("appendonly", "no"),
+    ("appenddirname", "appendonlydir"),
+    ("appendfilename", "appendonly.aof"),
+    ("appendfsync", "everysec"),
+    ("no-appendfsync-on-rewrite", "no"),
+    ("aof-load-truncated", "yes"),
+    ("aof-use-rdb-preamble", "yes"),
     ("zset-max-listpack-entries", "128"),
     ("zset-max-listpack-value", "64"),
 ];

@@ -115,6 +115,18 @@ fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], n
         }
         BlockOp::Notify { .. } => keys.iter().any(|k| fits(shard, req, k, now)),
     };
+    if served && shard.effects.is_some() {
+        // The pop's effect: the popped keys' (and a local BLMOVE
+        // destination's) new state.
+        for key in keys {
+            shard.log_key_state(req.db, key, now);
+        }
+        if let BlockOp::Move { dst, dst_shard, .. } = &req.op {
+            if *dst_shard == core.index {
+                shard.log_key_state(req.db, dst, now);
+            }
+        }
+    }
     served.then_some(out)
 }
 
@@ -127,12 +139,21 @@ fn fits(shard: &mut Shard, req: &BlockRequest, key: &[u8], now: u64) -> bool {
     }
 }
 
+/// LMOVE's push on the destination's shard, logged as LPUSH/RPUSH.
+pub fn put_logged(s: &mut shard::Shard, db: usize, key: &[u8], value: &[u8], to_head: bool) -> bool {
+    let pushed = lmove_put(s, db, shard::unix_ms(), key, value, to_head);
+    if pushed {
+        s.log_effect(db, &[if to_head { b"LPUSH" } else { b"RPUSH" }, key, value]);
+    }
+    pushed
+}
+
 /// BLMOVE's push when the destination lives on another shard.
 fn push_elsewhere(core: &Core, shard: usize, db: usize, dst: Vec<u8>, value: Vec<u8>, to_head: bool) {
     if let Some(me) = core.me.upgrade() {
         glommio::spawn_local(async move {
             crate::mesh::call(&me, shard, move |c| {
-                lmove_put(&mut c.shard.borrow_mut(), db, shard::unix_ms(), &dst, &value, to_head);
+                put_logged(&mut c.shard.borrow_mut(), db, &dst, &value, to_head);
             })
             .await;
         })
@@ -235,7 +256,7 @@ impl Core {
                     } else {
                         Response::Served(reply)
                     };
-                    self.deliver(req.origin, req.ticket, response);
+                    self.deliver_durable(req.origin, req.ticket, response);
                 }
             }
         }

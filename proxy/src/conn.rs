@@ -248,6 +248,7 @@ impl Connection {
     /// with one write. False when the client is gone.
     async fn send_replies(&mut self, stream: &mut TcpStream) -> bool {
         self.pipeline.flush(&self.core).await;
+        crate::persistence::aof::durable(&self.core).await;
         if self.pipeline.out.is_empty() {
             return true;
         }

@@ -156,6 +156,8 @@ pub struct Core {
     pub waiter_seq: Cell<u64>,
     /// A weak handle on itself, for tasks spawned from `&self`.
     pub me: std::rc::Weak<Core>,
+    /// This shard's append-only file.
+    pub aof: crate::persistence::aof::Aof,
     /// This core's part in snapshots.
     pub save: crate::persistence::CoreSave,
 }
@@ -167,6 +169,7 @@ impl Core {
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),
             me,
+            aof: Default::default(),
             save: Default::default(),
             index: shard.index,
             count: shard.count,

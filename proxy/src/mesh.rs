@@ -81,9 +81,14 @@ impl BatchReply {
 
 pub type CallFn = Box<dyn FnOnce(&Rc<Core>) -> Box<dyn Any + Send> + Send>;
 
+/// Work that awaits on the owner's core (I/O: an AOF rewrite).
+pub type TaskFn = Box<dyn FnOnce(Rc<Core>) -> Pin<Box<dyn Future<Output = Box<dyn Any + Send>>>> + Send>;
+
 pub enum Request {
     Batch(Batch),
     Call(CallFn),
+    /// Async work, run as a task of its own on the owner; answered when done.
+    Task(TaskFn),
     /// A blocking pop: answered when served or withdrawn, not necessarily now.
     Block(Box<crate::blocking::BlockRequest>),
     /// Withdraw a waiter (sent without a ticket).
@@ -233,6 +238,21 @@ pub async fn post(core: &Rc<Core>, shard: usize, request: Request) {
 }
 
 impl Core {
+    /// `deliver` once this core's logged effects are durable (a served
+    /// blocking pop with `appendfsync always`); at once otherwise.
+    pub(crate) fn deliver_durable(&self, origin: usize, ticket: u32, response: Response) {
+        match self.me.upgrade() {
+            Some(me) if crate::persistence::aof::must_wait(&me) => {
+                glommio::spawn_local(async move {
+                    crate::persistence::aof::durable(&me).await;
+                    me.deliver(origin, ticket, response);
+                })
+                .detach();
+            }
+            _ => self.deliver(origin, ticket, response),
+        }
+    }
+
     /// Answers ticket `ticket` of core `origin` (this core or a peer).
     pub(crate) fn deliver(&self, origin: usize, ticket: u32, response: Response) {
         if origin == self.index {
@@ -301,6 +321,40 @@ where
     out
 }
 
+/// Runs the async `f` on every core, each as a task of its own there, and
+/// returns the results in shard order (`None` for a core that is gone).
+pub async fn call_all_tasks<T, F, Fut>(core: &Rc<Core>, f: F) -> Vec<Option<T>>
+where
+    T: Send + 'static,
+    Fut: Future<Output = T> + 'static,
+    F: Fn(Rc<Core>) -> Fut + Send + Clone + 'static,
+{
+    let mut tickets = Vec::with_capacity(core.count);
+    for shard in 0..core.count {
+        if shard != core.index {
+            let f = f.clone();
+            let boxed: TaskFn = Box::new(move |c| {
+                let fut = f(c);
+                Box::pin(async move { Box::new(fut.await) as Box<dyn Any + Send> })
+            });
+            tickets.push(Some(send(core, shard, Request::Task(boxed)).await));
+        } else {
+            tickets.push(None);
+        }
+    }
+    let mut out = Vec::with_capacity(core.count);
+    for t in tickets {
+        out.push(match t {
+            None => Some(f(core.clone()).await),
+            Some(t) => match t.await {
+                Response::Call(any) => any.downcast::<T>().ok().map(|b| *b),
+                _ => None,
+            },
+        });
+    }
+    out
+}
+
 /// Serves requests from every peer: execute, send the reply back.
 pub fn serve(
     core: &Rc<Core>,
@@ -318,6 +372,15 @@ pub fn serve(
                         core.serve_ready();
                         r
                     }
+                    Request::Task(f) => {
+                        let (fut, me, ticket) = (f(core.clone()), core.clone(), env.ticket);
+                        glommio::spawn_local(async move {
+                            let r = fut.await;
+                            me.deliver(peer, ticket, Response::Call(r));
+                        })
+                        .detach();
+                        continue;
+                    }
                     Request::Block(req) => match core.block(*req) {
                         Some(r) => r,
                         None => continue,
@@ -327,6 +390,9 @@ pub fn serve(
                         continue;
                     }
                 };
+                // appendfsync always: what this request wrote is on disk
+                // before its reply leaves.
+                crate::persistence::aof::durable(&core).await;
                 let reply = Envelope { ticket: env.ticket, body };
                 if core.mesh.responses.send_to(peer, reply).await.is_err() {
                     break;

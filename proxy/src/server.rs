@@ -31,6 +31,8 @@ pub struct CoreSetup {
     /// Every core waits here after loading: no client is accepted before
     /// the whole keyspace is in.
     pub loaded: Arc<std::sync::Barrier>,
+    /// The AOF to replay and append to (`appendonly yes`).
+    pub aof: Option<Arc<crate::persistence::aof::Found>>,
 }
 
 /// A listening socket for this core. `shared`: SO_REUSEPORT, so every core
@@ -182,6 +184,9 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
             ));
         }
     }
+    if let Some(found) = &setup.aof {
+        crate::persistence::aof::start(&core, found).await;
+    }
     for addr in &setup.listen {
         let client = listener(*addr, backlog, true)?;
         glommio::spawn_local(accept_loop(core.clone(), client, Port::Client)).detach();
@@ -193,6 +198,7 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
         }
     }
     listening();
-    cron(core).await;
+    cron(core.clone()).await;
+    crate::persistence::aof::flush_at_exit(&core).await;
     Ok(())
 }

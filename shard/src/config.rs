@@ -51,6 +51,40 @@ pub struct Config {
     pub rdbchecksum: bool,
     pub stop_writes_on_bgsave_error: bool,
     pub rdb_del_sync_files: bool,
+    /// Per-shard append-only files (`appendonly`).
+    pub appendonly: bool,
+    pub appendfsync: AppendFsync,
+    /// Folder of the AOF files and manifest (a name, not a path, as Redis).
+    pub appenddirname: String,
+    /// Base name of the AOF files (`appendonly.aof`).
+    pub appendfilename: String,
+    /// Load an AOF whose last command is cut short (and truncate it).
+    pub aof_load_truncated: bool,
+    /// Rewrite bases as RDB (once the codec is in) rather than commands.
+    pub aof_use_rdb_preamble: bool,
+    /// No fsync of the AOF while a rewrite runs.
+    pub no_appendfsync_on_rewrite: bool,
+}
+
+/// When the AOF is fsynced (`appendfsync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// Before any reply to a write leaves the server.
+    Always,
+    /// Once a second, in the background.
+    EverySec,
+    /// Left to the kernel.
+    No,
+}
+
+impl AppendFsync {
+    pub fn name(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::EverySec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
 }
 
 /// How the process presents itself to Redis Cluster clients.
@@ -110,6 +144,13 @@ impl Default for Config {
             rdbchecksum: true,
             stop_writes_on_bgsave_error: true,
             rdb_del_sync_files: false,
+            appendonly: false,
+            appendfsync: AppendFsync::EverySec,
+            appenddirname: "appendonlydir".into(),
+            appendfilename: "appendonly.aof".into(),
+            aof_load_truncated: true,
+            aof_use_rdb_preamble: true,
+            no_appendfsync_on_rewrite: false,
         }
     }
 }
@@ -269,11 +310,37 @@ pub static PARAMS: &[Param] = &[
         .stop_writes_on_bgsave_error =
         yes_no(v)?),
     param!("rdb-del-sync-files", true, |c| show_yes_no(c.rdb_del_sync_files), |c, v| c.rdb_del_sync_files = yes_no(v)?),
-    param!("appendonly", true, |_c| "no".into(), |_c, v| {
-        if !one(v)?.eq_ignore_ascii_case("no") {
-            return Err("appendonly is not supported yet".into());
+    // Switching the AOF on or off needs a rewrite Redis starts from CONFIG
+    // SET; here it is decided at start (CONFIG SET refuses a change).
+    param!("appendonly", true, |c| show_yes_no(c.appendonly), |c, v| c.appendonly = yes_no(v)?),
+    param!("appendfsync", true, |c| c.appendfsync.name().into(), |c, v| {
+        c.appendfsync = match one(v)?.to_ascii_lowercase().as_str() {
+            "always" => AppendFsync::Always,
+            "everysec" => AppendFsync::EverySec,
+            "no" => AppendFsync::No,
+            _ => return Err("argument(s) must be one of the following: always, everysec, no".into()),
         }
     }),
+    param!("appenddirname", false, |c| c.appenddirname.clone(), |c, v| {
+        let name = one(v)?;
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err("appenddirname can't be a path, just a dirname".into());
+        }
+        c.appenddirname = name.to_string()
+    }),
+    param!("appendfilename", false, |c| c.appendfilename.clone(), |c, v| {
+        let name = one(v)?;
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err("appendfilename can't be a path, just a filename".into());
+        }
+        c.appendfilename = name.to_string()
+    }),
+    param!("aof-load-truncated", true, |c| show_yes_no(c.aof_load_truncated), |c, v| c.aof_load_truncated = yes_no(v)?),
+    param!("aof-use-rdb-preamble", true, |c| show_yes_no(c.aof_use_rdb_preamble), |c, v| c.aof_use_rdb_preamble =
+        yes_no(v)?),
+    param!("no-appendfsync-on-rewrite", true, |c| show_yes_no(c.no_appendfsync_on_rewrite), |c, v| c
+        .no_appendfsync_on_rewrite =
+        yes_no(v)?),
     // Sorted-set encoding thresholds; the ziplist names are Redis 7.0's aliases.
     param!("zset-max-listpack-entries", true, |c| c.zset_max_listpack_entries.to_string(), |c, v| c
         .zset_max_listpack_entries =

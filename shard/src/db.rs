@@ -69,6 +69,10 @@ pub struct Db {
     sweep_pos: u64,
     /// Keys removed because their time ran out (lazily or by the sweep).
     pub expired_keys: u64,
+    /// Set while effects are propagated (AOF, replicas): expired keys are
+    /// collected in `expired_log` to go out as `DEL`s before the next effect.
+    pub log_expired: bool,
+    pub expired_log: Vec<CompactBytes>,
     /// The running snapshot, if any. Every mutation goes through
     /// [`preserve`] first: one branch when no snapshot runs.
     pub(crate) snap: Option<Box<DbSnapshot>>,
@@ -140,6 +144,9 @@ impl Db {
             preserve(&mut self.snap, &mut entry);
             self.volatile -= 1;
             self.expired_keys += 1;
+            if self.log_expired {
+                self.expired_log.push(CompactBytes::new(key));
+            }
         }
     }
 
@@ -195,6 +202,9 @@ impl Db {
             self.volatile -= 1;
             if entry.is_expired(now) {
                 self.expired_keys += 1;
+                if self.log_expired {
+                    self.expired_log.push(entry.key);
+                }
                 return None;
             }
         }
@@ -267,16 +277,20 @@ impl Db {
         let mut expired = 0;
         let start = self.sweep_pos;
         let mut wrapped = false;
+        let mut log = if self.log_expired { Some(&mut self.expired_log) } else { None };
         while examined < budget {
             let mut seen = 0;
             let snap = &mut self.snap;
             let (removed, next) = self.table.sweep_segment(self.sweep_pos, |e| {
                 seen += 1;
-                let keep = !e.is_expired(now);
-                if !keep {
+                let expired = e.is_expired(now);
+                if expired {
                     preserve(snap, e);
+                    if let Some(log) = log.as_deref_mut() {
+                        log.push(e.key.clone());
+                    }
                 }
-                keep
+                !expired
             });
             examined += seen.max(1);
             expired += removed;

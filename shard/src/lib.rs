@@ -11,6 +11,7 @@ pub mod config;
 pub mod db;
 pub mod glob;
 pub mod numbers;
+pub mod propagate;
 pub mod rdb;
 pub mod reply;
 pub mod shard;

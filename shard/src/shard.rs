@@ -25,6 +25,9 @@ pub struct Shard {
     pub dbs: Vec<Db>,
     pub config: Config,
     pub stats: Stats,
+    /// Effects of writes for the AOF (and replicas); `None` when nothing
+    /// consumes them.
+    pub effects: Option<Box<crate::propagate::EffectLog>>,
     /// Writes executed since the last successful save (Redis's
     /// `rdb_changes_since_last_save`): write commands, counted once each.
     pub dirty: u64,
@@ -43,6 +46,7 @@ impl Shard {
             dbs,
             config,
             stats: Stats::default(),
+            effects: None,
             dirty: 0,
             snapshot: Default::default(),
             rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ unix_ms(),
@@ -73,6 +77,9 @@ impl Shard {
                     break;
                 }
             }
+        }
+        if total > 0 {
+            self.log_expired_keys();
         }
         total
     }

@@ -32,7 +32,15 @@ pub struct Server {
 impl Server {
     /// Starts corekv on an ephemeral port with extra arguments.
     pub fn start(args: &[&str]) -> Server {
+        Server::start_in(None, args)
+    }
+
+    /// Starts corekv with `dir` as its working directory (where its files go).
+    pub fn start_in(dir: Option<&std::path::Path>, args: &[&str]) -> Server {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_corekv"));
+        if let Some(dir) = dir {
+            cmd.current_dir(dir);
+        }
         cmd.args(["--port", "0", "--bind", "127.0.0.1"]);
         // No snapshots into the working directory unless a test asks (as
         // the differential tests' redis-server runs with --save "").

@@ -66,8 +66,12 @@ pub async fn bitop(conn: &mut Connection, args: Args<'_>) {
     }
     let dest = args.get(2).to_vec();
     let owner = conn.core.shard_of(&dest);
-    let stored =
-        call(&conn.core, owner, move |core| store_bitop(&mut core.shard.borrow_mut().dbs[db], &dest, acc, now));
+    let stored = call(&conn.core, owner, move |core| {
+        let mut s = core.shard.borrow_mut();
+        let len = store_bitop(&mut s.dbs[db], &dest, acc, now);
+        s.log_key_state(db, &dest, now);
+        len
+    });
     match stored.await {
         Some(len) => reply(conn, |r| r.int(len)),
         None => conn.error(UNAVAILABLE),
@@ -129,7 +133,9 @@ pub async fn pfmerge(conn: &mut Connection, args: Args<'_>) {
     let stored = call(&conn.core, owner, move |core| {
         let mut s = core.shard.borrow_mut();
         let max_bytes = s.config.hll_sparse_max_bytes as usize;
-        store_merged(&mut s.dbs[db], &dest, &max, dense, max_bytes, now)
+        let stored = store_merged(&mut s.dbs[db], &dest, &max, dense, max_bytes, now);
+        s.log_key_state(db, &dest, now);
+        stored
     });
     match stored.await {
         Some(Ok(())) => reply(conn, |r| r.ok()),

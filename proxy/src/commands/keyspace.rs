@@ -172,6 +172,7 @@ pub async fn msetnx(conn: &mut Connection, args: Args<'_>) {
             let now = shard::unix_ms();
             for (k, v) in &pairs {
                 s.dbs[db].set(k, Value::from_bytes_encoded(v), Ttl::Clear, now);
+                s.log_effect(db, &[b"SET", k, v]);
             }
         })
         .await;
@@ -192,7 +193,9 @@ async fn put_on(conn: &Connection, shard: usize, db: usize, key: Vec<u8>, value:
     call(&conn.core, shard, move |core| {
         let ttl = expire.map_or(Ttl::Clear, Ttl::At);
         let mut s = core.shard.borrow_mut();
-        s.dbs[db].set(&key, value, ttl, shard::unix_ms());
+        let now = shard::unix_ms();
+        s.dbs[db].set(&key, value, ttl, now);
+        s.log_key_state(db, &key, now);
         s.signal_ready(db, &key);
     })
     .await;
@@ -211,7 +214,9 @@ pub async fn rename(conn: &mut Connection, args: Args<'_>, nx: bool) {
         return reply(conn, |r| r.int(0));
     }
     let taken: Moved = call(&conn.core, from, move |core| {
-        let entry = core.shard.borrow_mut().dbs[db].remove(&src, shard::unix_ms())?;
+        let mut s = core.shard.borrow_mut();
+        let entry = s.dbs[db].remove(&src, shard::unix_ms())?;
+        s.log_effect(db, &[b"DEL", &src]);
         let expire = entry.expire_at();
         Some((entry.value, expire))
     })

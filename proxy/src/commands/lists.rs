@@ -2,10 +2,10 @@
 //! blocking pops, which wait through `crate::blocking`.
 
 use super::reply;
-use crate::blocking::{BlockOp, BlockWait};
+use crate::blocking::{put_logged, BlockOp, BlockWait};
 use crate::conn::Connection;
 use crate::mesh::call;
-use shard::commands::list::{lmove_put, lmove_take, parse_mpop, parse_side, try_mpop};
+use shard::commands::list::{lmove_take, parse_mpop, parse_side, try_mpop};
 use shard::commands::Ctx;
 use shard::reply::errors::{SYNTAX, WRONGTYPE};
 use shard::value::Value;
@@ -67,20 +67,22 @@ pub async fn lmove(conn: &mut Connection, args: Args<'_>, rpoplpush: bool) {
     if !list_or_missing(conn, to, dst.clone()).await {
         return conn.error(WRONGTYPE);
     }
-    let taken = on_shard(conn, from, move |s, ctx| lmove_take(s, ctx, &src, None, from_head).ok().flatten()).await;
+    let taken = on_shard(conn, from, move |s, ctx| {
+        let taken = lmove_take(s, ctx, &src, None, from_head).ok().flatten();
+        if taken.is_some() {
+            s.log_key_state(ctx.db, &src, ctx.now);
+        }
+        taken
+    })
+    .await;
     let Some((Some(value), _)) = taken else {
         return reply(conn, |r| r.null());
     };
     let (v, db) = (value.clone(), conn.state.db);
-    let put =
-        call(&conn.core, to, move |c| lmove_put(&mut c.shard.borrow_mut(), db, shard::unix_ms(), &dst, &v, to_head))
-            .await;
+    let put = call(&conn.core, to, move |c| put_logged(&mut c.shard.borrow_mut(), db, &dst, &v, to_head)).await;
     if put != Some(true) {
         let (v, src) = (value.clone(), args.get(1).to_vec());
-        call(&conn.core, from, move |c| {
-            lmove_put(&mut c.shard.borrow_mut(), db, shard::unix_ms(), &src, &v, from_head)
-        })
-        .await;
+        call(&conn.core, from, move |c| put_logged(&mut c.shard.borrow_mut(), db, &src, &v, from_head)).await;
         return conn.error(WRONGTYPE);
     }
     reply(conn, |r| r.bulk(&value));
@@ -97,8 +99,14 @@ pub async fn lmpop(conn: &mut Connection, args: Args<'_>) {
         let key = args.get(i).to_vec();
         let shard = conn.core.shard_of(&key);
         let (from_head, count) = (mp.from_head, mp.count);
-        if let Some((true, bytes)) =
-            on_shard(conn, shard, move |s, ctx| try_mpop(s, ctx, &[&key], from_head, count)).await
+        if let Some((true, bytes)) = on_shard(conn, shard, move |s, ctx| {
+            let popped = try_mpop(s, ctx, &[&key], from_head, count);
+            if popped {
+                s.log_key_state(ctx.db, &key, ctx.now);
+            }
+            popped
+        })
+        .await
         {
             return conn.pipeline.local(|out| out.extend_from_slice(&bytes));
         }

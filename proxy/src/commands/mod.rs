@@ -48,6 +48,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
+        "bgrewriteaof" => crate::persistence::aof::bgrewriteaof(conn),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
             Some(shard) if shard == conn.core.index => conn.run_local(spec, args),

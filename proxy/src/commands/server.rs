@@ -38,6 +38,8 @@ pub struct CoreReport {
     /// Net bytes allocated by this core's thread.
     pub allocated: i64,
     pub blocked: u64,
+    /// This shard's AOF figures (`None` when the AOF is off).
+    pub aof: Option<crate::persistence::aof::AofStats>,
     /// Writes since the last save.
     pub dirty: u64,
     /// (keys written, keys at the cut) of a running snapshot.
@@ -79,6 +81,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         cpu_sys,
         allocated: (core.process.thread_allocated)(),
         blocked: core.blocked_here.get(),
+        aof: core.aof.enabled.get().then(|| core.aof.stats.borrow().clone()),
         dirty: shard.dirty,
         save_keys: shard.snapshot_progress(),
     }
@@ -166,9 +169,10 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         );
     }
     if want("persistence") {
+        let aof: Vec<_> = reports.iter().filter_map(|r| r.aof.clone()).collect();
         section(
             "Persistence",
-            persistence::info(core, sum(|r| r.dirty), (sum(|r| r.save_keys.0), sum(|r| r.save_keys.1))),
+            persistence::info(core, sum(|r| r.dirty), (sum(|r| r.save_keys.0), sum(|r| r.save_keys.1)), &aof),
         );
     }
     if want("stats") {
@@ -330,6 +334,9 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         }
         if !param.mutable {
             return conn.error(&failed("can't set immutable config"));
+        }
+        if param.name == "appendonly" && !value.eq_ignore_ascii_case(&candidate.get("appendonly").unwrap_or_default()) {
+            return conn.error(&failed("appendonly is decided at start in corekv (restart with the new setting)"));
         }
         if changes.iter().any(|(n, _)| *n == param.name) {
             return conn.error(&failed("duplicate parameter"));

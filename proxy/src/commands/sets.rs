@@ -53,9 +53,14 @@ pub async fn store(conn: &mut Connection, args: Args<'_>, op: Op) {
     drop(refs);
     let (dst, db) = (args.get(1).to_vec(), conn.state.db);
     let owner = conn.core.shard_of(&dst);
-    let saved =
-        call(&conn.core, owner, move |core| save(&mut core.shard.borrow_mut().dbs[db], &dst, result, shard::unix_ms()))
-            .await;
+    let saved = call(&conn.core, owner, move |core| {
+        let mut s = core.shard.borrow_mut();
+        let now = shard::unix_ms();
+        let n = save(&mut s.dbs[db], &dst, result, now);
+        s.log_key_state(db, &dst, now);
+        n
+    })
+    .await;
     match saved {
         Some(n) => reply(conn, |r| r.int(n as i64)),
         None => conn.error(LOST),
@@ -105,22 +110,11 @@ pub async fn smove(conn: &mut Connection, args: Args<'_>) {
     let taken = call(&conn.core, from, move |core| {
         let mut s = core.shard.borrow_mut();
         let now = shard::unix_ms();
-        let db = &mut s.dbs[db];
-        let set = match db.get(&src, now).map(|e| &mut e.value) {
-            None => return Taken::Missing,
-            Some(Value::Set(set)) => set,
-            Some(_) => return Taken::WrongType,
-        };
-        if dst_wrong {
-            return Taken::WrongType;
+        let taken = take_member(&mut s, db, &src, &m, dst_wrong, now);
+        if matches!(taken, Taken::Moved) {
+            s.log_effect(db, &[b"SREM", &src, &m]);
         }
-        if !set.remove(&m) {
-            return Taken::NotMember;
-        }
-        if set.is_empty() {
-            db.remove(&src, now);
-        }
-        Taken::Moved
+        taken
     })
     .await;
     match taken {
@@ -131,7 +125,12 @@ pub async fn smove(conn: &mut Connection, args: Args<'_>) {
             let max = max_intset(conn);
             let m = member.clone();
             let added = call(&conn.core, to, move |core| {
-                add_member(&mut core.shard.borrow_mut().dbs[db], &dst, &m, max, shard::unix_ms())
+                let mut s = core.shard.borrow_mut();
+                let added = add_member(&mut s.dbs[db], &dst, &m, max, shard::unix_ms());
+                if added {
+                    s.log_effect(db, &[b"SADD", &dst, &m]);
+                }
+                added
             })
             .await;
             match added {
@@ -140,7 +139,10 @@ pub async fn smove(conn: &mut Connection, args: Args<'_>) {
                     // The destination changed type in between: put it back.
                     let src = args.get(1).to_vec();
                     call(&conn.core, from, move |core| {
-                        add_member(&mut core.shard.borrow_mut().dbs[db], &src, &member, max, shard::unix_ms())
+                        let mut s = core.shard.borrow_mut();
+                        if add_member(&mut s.dbs[db], &src, &member, max, shard::unix_ms()) {
+                            s.log_effect(db, &[b"SADD", &src, &member]);
+                        }
                     })
                     .await;
                     conn.error(WRONGTYPE)
@@ -149,4 +151,24 @@ pub async fn smove(conn: &mut Connection, args: Args<'_>) {
             }
         }
     }
+}
+
+/// SMOVE's source side: takes `m` out of the set at `src`.
+fn take_member(s: &mut shard::Shard, db: usize, src: &[u8], m: &[u8], dst_wrong: bool, now: u64) -> Taken {
+    let db = &mut s.dbs[db];
+    let set = match db.get(src, now).map(|e| &mut e.value) {
+        None => return Taken::Missing,
+        Some(Value::Set(set)) => set,
+        Some(_) => return Taken::WrongType,
+    };
+    if dst_wrong {
+        return Taken::WrongType;
+    }
+    if !set.remove(m) {
+        return Taken::NotMember;
+    }
+    if set.is_empty() {
+        db.remove(src, now);
+    }
+    Taken::Moved
 }

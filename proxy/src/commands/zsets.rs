@@ -47,7 +47,9 @@ async fn store_on_owner(conn: &mut Connection, key: Vec<u8>, z: ZSet) {
         let mut s = core.shard.borrow_mut();
         s.stats.commands += 1;
         let mut sink = Vec::new();
-        store(&mut s.dbs[db], &key, z, shard::unix_ms(), &mut Reply::new(&mut sink, false));
+        let now = shard::unix_ms();
+        store(&mut s.dbs[db], &key, z, now, &mut Reply::new(&mut sink, false));
+        s.log_key_state(db, &key, now);
         s.signal_ready(db, &key);
     })
     .await;
@@ -139,6 +141,9 @@ pub async fn mpop(conn: &mut Connection, args: Args<'_>) {
                 Shape::KeyNested,
                 &mut Reply::new(&mut out, resp3),
             );
+            if done {
+                s.log_key_state(db, &key, shard::unix_ms());
+            }
             done.then_some(out)
         })
         .await;

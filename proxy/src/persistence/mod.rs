@@ -1,5 +1,5 @@
 //! Snapshots of the whole process into one RDB file, and loading it at
-//! start (`load.rs`). See ARCHITECTURE.md, "Persistence: snapshots".
+//! start (`load.rs`); the per-shard append-only files (`aof.rs`). See ARCHITECTURE.md, "Persistence: snapshots".
 //!
 //! A save: one save at a time in the process (`SaveStatus::in_progress`);
 //! the cut is a barrier every core's thread waits at (`cut.rs`); then each
@@ -10,6 +10,7 @@
 //! fsyncs the directory, so a crash mid-save leaves the previous file
 //! (`file.rs`). This file: the protocol, status, schedule and INFO.
 
+pub mod aof;
 mod cut;
 mod file;
 pub mod load;
@@ -398,15 +399,16 @@ pub async fn final_save(core: &Rc<Core>) -> Result<(), String> {
     }
 }
 
-/// INFO's persistence section.
-/// `save_keys`: (keys written, keys at the cut) of a running save.
-pub fn info(core: &Core, dirty: u64, save_keys: (u64, u64)) -> String {
+/// INFO's persistence section. `save_keys`: (keys written, keys at the
+/// cut) of a running save; `aof`: every shard's AOF figures, none when the
+/// AOF is off.
+pub fn info(core: &Core, dirty: u64, save_keys: (u64, u64), aof: &[aof::AofStats]) -> String {
     let s = &core.process.save_status;
     let running = s.in_progress.load(Relaxed);
     let background = running && s.background.load(Relaxed);
     let current = if background { ((shard::unix_ms() - s.started_ms.load(Relaxed)) / 1000) as i64 } else { -1 };
     format!(
-        "loading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:{}\r\ncurrent_save_keys_total:{}\r\nrdb_changes_since_last_save:{dirty}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\naof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\naof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\naof_rewrites:0\r\naof_rewrites_consecutive_failures:0\r\naof_last_write_status:ok\r\naof_last_cow_size:0\r\nmodule_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
+        "loading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:{}\r\ncurrent_save_keys_total:{}\r\nrdb_changes_since_last_save:{dirty}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\n{}",
         save_keys.0,
         save_keys.1,
         background as u8,
@@ -416,5 +418,6 @@ pub fn info(core: &Core, dirty: u64, save_keys: (u64, u64)) -> String {
         s.saves.load(Relaxed),
         s.load_expired.load(Relaxed),
         s.loaded_keys.load(Relaxed),
+        aof::info_fields(aof),
     )
 }

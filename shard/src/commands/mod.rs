@@ -208,10 +208,14 @@ pub fn resolve<'a>(spec: &'static CommandSpec, args: &Args<'a>) -> Option<&'stat
 #[inline]
 pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args) {
     shard.stats.commands += 1;
+    let reply_start = ctx.reply.buf.len();
     shard.dirty += (spec.flags & flags::WRITE != 0) as u64;
     match spec.handler {
         Some(handler) => handler(shard, ctx, args),
         None => ctx.reply.error(&format!("ERR command '{}' cannot run on a shard", spec.name)),
+    }
+    if shard.effects.is_some() && spec.has_flag(flags::WRITE) {
+        crate::propagate::after_command(shard, spec, ctx.db, ctx.now, &args, &ctx.reply.buf[reply_start..]);
     }
     // Any write may hand a blocked client its data (a push, ZADD, a STORE,
     // RENAME onto a watched key); the owner checks the key's type and size.

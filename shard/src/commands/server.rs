@@ -121,6 +121,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("asking", 1, FAST, NOKEYS, Proxy, None),
     cmd!("config", -2, 0, NOKEYS, Proxy, None, CONFIG_SUBCOMMANDS),
     cmd!("time", 1, LOADING | STALE | FAST, NOKEYS, Local, Some(time)),
+    cmd!("bgrewriteaof", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("save", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("bgsave", -1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
