@@ -107,3 +107,22 @@ fn blocked_io_uring_gives_one_clear_message() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Stop (SIGTERM, with a client connected and one idle) and start again at
+/// once on the same port, as a supervisor restarting the service would: the
+/// port is free the moment the process is gone, every time.
+#[test]
+fn restart_on_the_same_port_at_once() {
+    let first = Server::shards(2);
+    let port = first.port.to_string();
+    let mut server = first;
+    for round in 0..100 {
+        let mut busy = server.raw();
+        assert_eq!(busy.cmd_str("SET k v"), proxy::resp::Value::Simple(b"OK".to_vec()));
+        let _idle = server.raw();
+        let status = server.terminate_now();
+        assert!(status.success(), "round {round}: {status:?}");
+        server = Server::try_start(&["--shards", "2", "--port", &port])
+            .unwrap_or_else(|e| panic!("round {round}: restart on port {port} failed: {e}"));
+    }
+}

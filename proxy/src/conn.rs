@@ -145,7 +145,12 @@ fn set_keepalive(stream: &TcpStream, seconds: u64) {
     // SAFETY: the fd belongs to `stream`, which outlives this borrow.
     let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(stream.as_raw_fd()) };
     let sock = socket2::SockRef::from(&fd);
-    let ka = socket2::TcpKeepalive::new().with_time(std::time::Duration::from_secs(seconds));
+    // Redis's anetKeepAlive: first probe after `seconds`, then every third
+    // of it, dead after three unanswered probes.
+    let ka = socket2::TcpKeepalive::new()
+        .with_time(std::time::Duration::from_secs(seconds))
+        .with_interval(std::time::Duration::from_secs((seconds / 3).max(1)))
+        .with_retries(3);
     let _ = sock.set_tcp_keepalive(&ka);
 }
 
