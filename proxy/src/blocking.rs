@@ -245,7 +245,7 @@ impl Core {
 use crate::conn::Connection;
 use crate::mesh::{call, post, send_with, ticket, Request, Ticket};
 use futures_lite::io::AsyncRead;
-use glommio::net::TcpStream;
+use crate::stream::ClientStream;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
@@ -324,7 +324,7 @@ enum Event {
 pub async fn wait(
     conn: &mut Connection,
     mut w: BlockWait,
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     buf: &mut Vec<u8>,
     filled: &mut usize,
 ) -> bool {

@@ -13,5 +13,7 @@ pub mod log;
 pub mod mesh;
 pub mod pipeline;
 pub mod resp;
+pub mod ring;
 pub mod server;
 pub mod slot;
+pub mod stream;

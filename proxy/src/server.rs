@@ -7,6 +7,8 @@ use crate::conn::{self, Port};
 use crate::core::{Core, Process};
 use crate::log;
 use crate::mesh::{self, Mesh, RequestMesh, ResponseMesh};
+use crate::ring::{Ring, RingConfig};
+use crate::stream::ClientStream;
 use glommio::net::TcpListener;
 use shard::{Config, Shard};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -87,7 +89,7 @@ async fn accept_loop(core: Rc<Core>, listener: TcpListener, port: Port) {
                 if core.process.shutting_down() {
                     return;
                 }
-                glommio::spawn_local(conn::serve(core.clone(), stream, port)).detach();
+                glommio::spawn_local(conn::serve(core.clone(), ClientStream::Reactor(stream), port)).detach();
             }
             Err(_) if core.process.shutting_down() => return,
             Err(e) => {
@@ -141,6 +143,10 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     let shard = Shard::new(setup.index, setup.count, setup.config);
     let core = Rc::new_cyclic(|me| Core::new(shard, setup.cluster, mesh, setup.process, me.clone()));
     mesh::serve(&core, requests, responses);
+    if core.config().client_ring {
+        let sqpoll_ms = core.config().client_ring_sqpoll_ms;
+        return run_ring(core, &setup.listen, backlog, node_port, sqpoll_ms, listening).await;
+    }
     let mut accepting = Vec::new();
     for addr in &setup.listen {
         let (fd, client) = listener(*addr, backlog, true)?;
@@ -156,6 +162,47 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     cron(core.clone()).await;
     stop_listening(accepting).await;
     close_connections(&core).await;
+    Ok(())
+}
+
+/// `run_core` with the client sockets on this core's own ring.
+async fn run_ring(
+    core: Rc<Core>,
+    listen: &[SocketAddr],
+    backlog: i32,
+    node_port: Option<u16>,
+    sqpoll_ms: u32,
+    listening: impl FnOnce(),
+) -> std::io::Result<()> {
+    let ring = Ring::new(RingConfig { sqpoll_ms, ..RingConfig::default() })?;
+    if core.index == 0 {
+        log::notice(&format!("Client sockets on corekv's own io_uring per shard ({})", ring.setup));
+    }
+    for addr in listen {
+        ring.listen(listen_socket(*addr, backlog, true)?.into(), Port::Client as usize);
+        if let Some(port) = node_port {
+            ring.listen(listen_socket(SocketAddr::new(addr.ip(), port), backlog, false)?.into(), Port::Node as usize);
+        }
+    }
+    let serving = core.clone();
+    ring.on_accept(move |stream, tag| {
+        let port = if tag == Port::Node as usize { Port::Node } else { Port::Client };
+        glommio::spawn_local(conn::serve(serving.clone(), ClientStream::Ring(stream), port)).detach();
+    });
+    let driver = glommio::spawn_local(ring.clone().drive()).detach();
+    listening();
+    cron(core.clone()).await;
+    ring.stop();
+    close_connections(&core).await;
+    let reaped = futures_lite::future::or(async { driver.await.is_some() }, async {
+        glommio::timer::sleep(Duration::from_secs(1)).await;
+        false
+    })
+    .await;
+    if !reaped {
+        log::warning(&format!("client ring: {} connection(s) still open at exit", ring.connections()));
+    }
+    ring.on_accept(|_, _| {});
     Ok(())
 }
 

@@ -41,6 +41,12 @@ pub struct Config {
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
+    /// Client sockets on corekv's own io_uring per shard (proxy/src/ring/)
+    /// instead of glommio's reactor.
+    pub client_ring: bool,
+    /// With `client_ring`: a kernel SQPOLL thread per shard that idles after
+    /// this many ms (0: off). For hosts with spare cores.
+    pub client_ring_sqpoll_ms: u32,
 }
 
 /// How the process presents itself to Redis Cluster clients.
@@ -93,6 +99,8 @@ impl Default for Config {
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
+            client_ring: false,
+            client_ring_sqpoll_ms: 0,
         }
     }
 }
@@ -240,6 +248,15 @@ pub static PARAMS: &[Param] = &[
         memory_in(v, 0)?),
     param!("set-max-intset-entries", true, |c| c.set_max_intset_entries.to_string(), |c, v| c.set_max_intset_entries =
         int_in(v, 0, i64::MAX)? as u64),
+    param!("client-ring", false, |c| if c.client_ring { "yes" } else { "no" }.into(), |c, v| {
+        c.client_ring = match one(v)?.to_ascii_lowercase().as_str() {
+            "yes" => true,
+            "no" => false,
+            _ => return Err("argument must be 'yes' or 'no'".into()),
+        }
+    }),
+    param!("client-ring-sqpoll", false, |c| c.client_ring_sqpoll_ms.to_string(), |c, v| c.client_ring_sqpoll_ms =
+        int_in(v, 0, 60_000)? as u32),
 ];
 
 pub fn find_param(name: &str) -> Option<&'static Param> {
