@@ -244,8 +244,8 @@ impl Core {
 
 use crate::conn::Connection;
 use crate::mesh::{call, post, send_with, ticket, Request, Ticket};
-use futures_lite::io::AsyncRead;
 use crate::stream::ClientStream;
+use futures_lite::io::AsyncRead;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;

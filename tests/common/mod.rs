@@ -40,6 +40,11 @@ impl Server {
     pub fn try_start(args: &[&str]) -> Result<Server, String> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_corekv"));
         cmd.args(["--port", "0", "--bind", "127.0.0.1"]).args(args);
+        // COREKV_TEST_ARGS (e.g. "--client-ring yes") runs the whole suite
+        // against another configuration.
+        if let Ok(extra) = std::env::var("COREKV_TEST_ARGS") {
+            cmd.args(extra.split_whitespace());
+        }
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         die_with_parent(&mut cmd);
         let mut child = cmd.spawn().expect("spawn corekv");

@@ -221,7 +221,12 @@ impl Ring {
     pub fn listen(&self, fd: OwnedFd, tag: usize) {
         let mut st = self.state.borrow_mut();
         let index = st.listeners.len();
-        self.push(opcode::AcceptMulti::new(types::Fd(fd.as_raw_fd())).flags(libc::SOCK_CLOEXEC).build().user_data(user_data(ACCEPT, index)));
+        self.push(
+            opcode::AcceptMulti::new(types::Fd(fd.as_raw_fd()))
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+                .user_data(user_data(ACCEPT, index)),
+        );
         st.listeners.push(Listener { fd, tag, armed: true });
     }
 
@@ -338,7 +343,9 @@ impl Ring {
             submitter.submit()
         } else {
             let pending = unsafe { self.uring.submission_shared().len() } as u32;
-            unsafe { submitter.enter::<libc::sigset_t>(pending, 0, 1 /* IORING_ENTER_GETEVENTS */, None) }
+            unsafe {
+                submitter.enter::<libc::sigset_t>(pending, 0, 1 /* IORING_ENTER_GETEVENTS */, None)
+            }
         };
         if let Err(e) = entered {
             if e.raw_os_error() != Some(libc::EINTR) && e.raw_os_error() != Some(libc::EBUSY) {
@@ -477,6 +484,7 @@ impl Ring {
             c.failed = true;
             c.queued.clear();
             c.sending.clear();
+            c.sent = 0;
         } else {
             c.sent += res as usize;
             if c.sent < c.sending.len() {
@@ -485,6 +493,7 @@ impl Ring {
                 return;
             }
             c.sending.clear();
+            c.sent = 0;
             if c.sending.capacity() > self.config.write_high_water {
                 c.sending = Vec::new();
             }

@@ -78,7 +78,9 @@ impl AsyncWrite for RingStream {
         }
         // A slow reader: its replies stay queued up to the high-water mark,
         // then the connection waits (and reads no more requests).
-        if !c.queued.is_empty() && c.queued.len() + c.sending.len() - c.sent >= ring.config.write_high_water {
+        if !c.queued.is_empty()
+            && c.queued.len() + c.sending.len().saturating_sub(c.sent) >= ring.config.write_high_water
+        {
             c.writer = Some(cx.waker().clone());
             return Poll::Pending;
         }
