@@ -168,7 +168,7 @@ impl Connection {
                 CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
             }
             read_first = true;
-            self.now = shard::unix_ms();
+            self.now = self.core.now_ms();
             let mut commands = 0u64;
             let mut blocked = None;
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
@@ -253,7 +253,7 @@ impl Connection {
     fn update_registry(&self, qbuf: usize) {
         let mut clients = self.core.clients.borrow_mut();
         if let Some(c) = clients.list.get_mut(self.state.registry_key) {
-            c.last_active = Instant::now();
+            c.last_active = self.core.now_instant();
             c.last_cmd = self.last_cmd;
             c.db = self.state.db;
             c.resp = if self.state.resp3 { 3 } else { 2 };

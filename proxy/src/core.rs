@@ -152,6 +152,10 @@ pub struct Core {
     pub waiter_seq: Cell<u64>,
     /// A weak handle on itself, for tasks spawned from `&self`.
     pub me: std::rc::Weak<Core>,
+    /// (unix ms, instant) read once per client-ring turn and valid until the
+    /// ring parks: the connections that turn wakes share one clock read, as
+    /// Redis caches its time per event-loop iteration.
+    pub turn_clock: Cell<Option<(u64, Instant)>>,
 }
 
 impl Core {
@@ -161,6 +165,7 @@ impl Core {
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),
             me,
+            turn_clock: Cell::new(None),
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),
@@ -215,6 +220,17 @@ impl Core {
             return 0;
         }
         self.cluster.borrow().local_shard(key_slot(key)).unwrap_or(self.index)
+    }
+
+    /// Unix ms for a batch of requests: the turn's clock when there is one.
+    #[inline]
+    pub fn now_ms(&self) -> u64 {
+        self.turn_clock.get().map_or_else(shard::unix_ms, |(ms, _)| ms)
+    }
+
+    #[inline]
+    pub fn now_instant(&self) -> Instant {
+        self.turn_clock.get().map_or_else(Instant::now, |(_, at)| at)
     }
 
     /// A waiter id no other core will hand out.

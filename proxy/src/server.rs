@@ -145,7 +145,13 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     mesh::serve(&core, requests, responses);
     if core.config().client_ring {
         let sqpoll_ms = core.config().client_ring_sqpoll_ms;
-        return run_ring(core, &setup.listen, backlog, node_port, sqpoll_ms, listening).await;
+        match client_ring(sqpoll_ms) {
+            Ok(ring) => return run_ring(core, ring, &setup.listen, backlog, node_port, listening).await,
+            Err(e) if core.index == 0 => {
+                log::warning(&format!("client-ring: {e}; client sockets stay on glommio's reactor"))
+            }
+            Err(_) => {}
+        }
     }
     let mut accepting = Vec::new();
     for addr in &setup.listen {
@@ -165,16 +171,27 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     Ok(())
 }
 
+/// This core's client ring, if the kernel has what it needs: multishot
+/// receive (Linux 6.0) and provided-buffer rings (5.19).
+fn client_ring(sqpoll_ms: u32) -> Result<Rc<Ring>, String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut version = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+    if (major, minor) < (6, 0) {
+        return Err(format!("Linux {} has no multishot receive (6.0 or newer needed)", release.trim()));
+    }
+    Ring::new(RingConfig { sqpoll_ms, ..RingConfig::default() }).map_err(|e| format!("setting up the ring: {e}"))
+}
+
 /// `run_core` with the client sockets on this core's own ring.
 async fn run_ring(
     core: Rc<Core>,
+    ring: Rc<Ring>,
     listen: &[SocketAddr],
     backlog: i32,
     node_port: Option<u16>,
-    sqpoll_ms: u32,
     listening: impl FnOnce(),
 ) -> std::io::Result<()> {
-    let ring = Ring::new(RingConfig { sqpoll_ms, ..RingConfig::default() })?;
     if core.index == 0 {
         log::notice(&format!("Client sockets on corekv's own io_uring per shard ({})", ring.setup));
     }
@@ -189,6 +206,8 @@ async fn run_ring(
         let port = if tag == Port::Node as usize { Port::Node } else { Port::Client };
         glommio::spawn_local(conn::serve(serving.clone(), ClientStream::Ring(stream), port)).detach();
     });
+    let clocked = core.clone();
+    ring.on_turn(move |busy| clocked.turn_clock.set(busy.then(|| (shard::unix_ms(), Instant::now()))));
     let driver = glommio::spawn_local(ring.clone().drive()).detach();
     listening();
     cron(core.clone()).await;
@@ -203,6 +222,8 @@ async fn run_ring(
         log::warning(&format!("client ring: {} connection(s) still open at exit", ring.connections()));
     }
     ring.on_accept(|_, _| {});
+    ring.on_turn(|_| {});
+    core.turn_clock.set(None);
     Ok(())
 }
 

@@ -121,6 +121,7 @@ struct State {
 }
 
 type OnAccept = Box<dyn Fn(RingStream, usize)>;
+type OnTurn = Box<dyn Fn(bool)>;
 
 pub struct Ring {
     uring: IoUring,
@@ -134,6 +135,9 @@ pub struct Ring {
     kicked: Cell<bool>,
     driver: RefCell<Option<Waker>>,
     on_accept: RefCell<Option<OnAccept>>,
+    /// Told `true` after each turn that handled completions, `false` before
+    /// the driver parks (the turn clock).
+    on_turn: RefCell<Option<OnTurn>>,
     me: std::rc::Weak<Ring>,
 }
 
@@ -208,6 +212,7 @@ impl Ring {
             kicked: Cell::new(false),
             driver: RefCell::new(None),
             on_accept: RefCell::new(None),
+            on_turn: RefCell::new(None),
             me: me.clone(),
         }))
     }
@@ -215,6 +220,17 @@ impl Ring {
     /// What each accepted connection is handed to, with its listener's tag.
     pub fn on_accept(&self, f: impl Fn(RingStream, usize) + 'static) {
         *self.on_accept.borrow_mut() = Some(Box::new(f));
+    }
+
+    /// Called after every busy turn (`true`) and before parking (`false`).
+    pub fn on_turn(&self, f: impl Fn(bool) + 'static) {
+        *self.on_turn.borrow_mut() = Some(Box::new(f));
+    }
+
+    fn tell_turn(&self, busy: bool) {
+        if let Some(f) = self.on_turn.borrow().as_ref() {
+            f(busy);
+        }
     }
 
     /// Accepts on `fd` (a listening socket the ring now owns), multishot.
@@ -552,6 +568,7 @@ impl Ring {
                 return;
             }
             if handled > 0 || self.kicked.get() {
+                self.tell_turn(true);
                 busy_turns += 1;
                 if busy_turns % TURNS_PER_REACTOR_POLL == 0 {
                     glommio::executor().yield_task_queue_now().await;
@@ -561,6 +578,7 @@ impl Ring {
                 continue;
             }
             // Idle: park until the eventfd or a connection's kick.
+            self.tell_turn(false);
             std::future::poll_fn(|cx| {
                 if self.kicked.get() {
                     return Poll::Ready(());
