@@ -9,7 +9,8 @@
 # tests: redis-benchmark test names (default "get set"), pipelines: depths
 # (default "1 16"), e.g.
 #   bench/pinned-redis-benchmark.sh 0 1 3 "lpush lpop sadd hset zadd lrange_100" 16
-# RING=1 adds a third server, corekv --client-ring yes, in the same rounds.
+# RING=1 compares both client paths in the same rounds: corekv --client-ring
+# no (glommio's reactor) and --client-ring yes (the default).
 # COREKV=path picks the corekv binary (default target/release/corekv, built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,9 @@ port_corekv=$((port_redis + 1000))
 port_ring=$((port_redis + 2000))
 taskset -c "$server_cpu" redis-server --port "$port_redis" --save '' --appendonly no >/dev/null 2>&1 &
 redis_pid=$!
-taskset -c "$server_cpu" "$corekv" --port "$port_corekv" --shards 1 --cpus "$server_cpu" >/dev/null 2>&1 &
+reactor=()
+[[ ${RING:-0} == 1 ]] && reactor=(--client-ring no)
+taskset -c "$server_cpu" "$corekv" --port "$port_corekv" --shards 1 --cpus "$server_cpu" "${reactor[@]}" >/dev/null 2>&1 &
 corekv_pid=$!
 ring_pid=
 ports="$port_redis $port_corekv"
@@ -56,7 +59,7 @@ run() {
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 if [[ -n $ring_pid ]]; then
-  echo "| test | pipeline | redis-server ops/s | corekv ops/s | ratio | corekv client-ring ops/s | ratio | redis µs CPU/op | corekv µs CPU/op | CPU ratio | client-ring µs CPU/op | CPU ratio |"
+  echo "| test | pipeline | redis-server ops/s | corekv reactor ops/s | ratio | corekv client-ring ops/s | ratio | redis µs CPU/op | reactor µs CPU/op | CPU ratio | client-ring µs CPU/op | CPU ratio |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 else
   echo "| test | pipeline | redis-server ops/s | corekv ops/s | ratio | redis µs CPU/op | corekv µs CPU/op |"

@@ -801,7 +801,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("timeout", "0"),
     ("tcp-keepalive", "300"),
     ("tcp-backlog", "511"),
-    ("client-ring", "no"),
+    ("client-ring", "yes"),
     ("client-ring-sqpoll", "0"),
     ("cluster-mode", "no"),
     ("cluster-announce-ip", ""),

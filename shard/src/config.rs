@@ -41,8 +41,8 @@ pub struct Config {
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
-    /// Client sockets on corekv's own io_uring per shard (proxy/src/ring/)
-    /// instead of glommio's reactor.
+    /// Client sockets on corekv's own io_uring per shard (proxy/src/ring/);
+    /// `no`: glommio's reactor, as before.
     pub client_ring: bool,
     /// With `client_ring`: a kernel SQPOLL thread per shard that idles after
     /// this many ms (0: off). For hosts with spare cores.
@@ -99,7 +99,7 @@ impl Default for Config {
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
-            client_ring: false,
+            client_ring: true,
             client_ring_sqpoll_ms: 0,
         }
     }
