@@ -152,9 +152,10 @@ pub struct Core {
     pub waiter_seq: Cell<u64>,
     /// A weak handle on itself, for tasks spawned from `&self`.
     pub me: std::rc::Weak<Core>,
-    /// (unix ms, instant) read once per client-ring turn and valid until the
-    /// ring parks: the connections that turn wakes share one clock read, as
-    /// Redis caches its time per event-loop iteration.
+    /// (unix ms, instant) read once per busy client-ring turn, cleared before
+    /// the ring's driver waits (so never older than one turn): the
+    /// connections a busy turn wakes share one clock read, as Redis caches
+    /// its time per event-loop iteration.
     pub turn_clock: Cell<Option<(u64, Instant)>>,
 }
 

@@ -397,7 +397,7 @@ pub fn scoreboard(results: &[SuiteResult]) -> String {
         };
         let value = match (value, r.suite.as_str()) {
             (Some(v), _) => format!("{v:.2}"),
-            (None, "qos") => qos_best_text(r),
+            (None, "qos") => qos_best_text(&view),
             (None, _) => "–".into(),
         };
         let behind_cell = if r.suite == "memory" { "–".to_string() } else { format!("{behind_n} of {}", ops.len()) };

@@ -138,8 +138,8 @@ pub struct Ring {
     kicked: Cell<bool>,
     driver: RefCell<Option<Waker>>,
     on_accept: RefCell<Option<OnAccept>>,
-    /// Told `true` after each turn that handled completions, `false` before
-    /// the driver parks (the turn clock).
+    /// Told `true` after each turn that leaves the driver busy (it yields
+    /// and runs again at once), `false` before it waits (the turn clock).
     on_turn: RefCell<Option<OnTurn>>,
     me: std::rc::Weak<Ring>,
 }
@@ -225,7 +225,7 @@ impl Ring {
         *self.on_accept.borrow_mut() = Some(Box::new(f));
     }
 
-    /// Called after every busy turn (`true`) and before parking (`false`).
+    /// Called after every busy turn (`true`) and before waiting (`false`).
     pub fn on_turn(&self, f: impl Fn(bool) + 'static) {
         *self.on_turn.borrow_mut() = Some(Box::new(f));
     }
@@ -316,8 +316,9 @@ impl Ring {
         c.send_inflight = true;
     }
 
-    /// Marks `key` for this turn's submissions.
-    fn mark(st: &mut State, key: usize) {
+    /// Marks `key` for the next turn's submissions (and asks for that turn).
+    fn mark(&self, st: &mut State, key: usize) {
+        self.kicked.set(true);
         if let Some(c) = st.conns.get_mut(key) {
             if !c.dirty {
                 c.dirty = true;
@@ -491,7 +492,7 @@ impl Ring {
             w.wake();
         }
         if !c.recv_armed && !c.eof && !c.released {
-            Self::mark(st, key);
+            self.mark(st, key);
         }
         self.maybe_finish(st, key);
     }
@@ -517,7 +518,7 @@ impl Ring {
                 c.sending = Vec::new();
             }
             if !c.queued.is_empty() {
-                Self::mark(st, key);
+                self.mark(st, key);
             }
         }
         if let Some(c) = st.conns.get_mut(key) {
@@ -566,38 +567,48 @@ impl Ring {
         let mut busy_turns = 0u32;
         loop {
             self.kicked.set(false);
-            let handled = self.turn();
+            self.turn();
             if self.finished() {
                 return;
             }
-            if handled > 0 || self.kicked.get() {
+            // Another turn at once only when it has something to submit:
+            // completions that woke connections bring them back through a
+            // kick when they have written; the rest needs nothing more.
+            // SAFETY: only this thread touches the submission queue.
+            let unsubmitted = unsafe { !self.uring.submission_shared().is_empty() };
+            if unsubmitted || self.kicked.get() {
                 self.tell_turn(true);
                 busy_turns += 1;
-                if busy_turns % TURNS_PER_REACTOR_POLL == 0 {
+                if busy_turns.is_multiple_of(TURNS_PER_REACTOR_POLL) {
                     glommio::executor().yield_task_queue_now().await;
                 } else {
                     futures_lite::future::yield_now().await;
                 }
                 continue;
             }
-            // Idle: park until the eventfd or a connection's kick.
+            // Wait for a kick (woken connections run first) or, with none,
+            // let the executor park on the eventfd. The turn clock goes
+            // first: it must not outlive a park.
             self.tell_turn(false);
-            std::future::poll_fn(|cx| {
+            let signalled = std::future::poll_fn(|cx| {
                 if self.kicked.get() {
-                    return Poll::Ready(());
+                    return Poll::Ready(false);
                 }
                 *self.driver.borrow_mut() = Some(cx.waker().clone());
-                readiness.poll_ready(cx)
+                readiness.poll_ready(cx).map(|()| true)
             })
             .await;
-            // Reset the eventfd before the next turn's enter drains the
-            // kernel's work: with DEFER_TASKRUN it is signalled only when
-            // that work list goes from empty to not empty, so a reset after
-            // the enter could swallow the one signal of work added since.
-            let mut count = 0u64;
-            // SAFETY: reads 8 bytes into `count` from our eventfd.
-            unsafe { libc::read(self.eventfd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
             self.driver.borrow_mut().take();
+            if signalled {
+                // Reset the eventfd before the next turn's enter drains the
+                // kernel's work: with DEFER_TASKRUN it is signalled only when
+                // that work list goes from empty to not empty, so a reset
+                // after the enter could swallow the one signal of work added
+                // since.
+                let mut count = 0u64;
+                // SAFETY: reads 8 bytes into `count` from our eventfd.
+                unsafe { libc::read(self.eventfd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+            }
         }
     }
 }

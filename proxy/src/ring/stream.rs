@@ -85,7 +85,7 @@ impl AsyncWrite for RingStream {
             return Poll::Pending;
         }
         c.queued.extend_from_slice(buf);
-        Ring::mark(&mut st, self.key);
+        ring.mark(&mut st, self.key);
         drop(st);
         ring.kick();
         Poll::Ready(Ok(buf.len()))
