@@ -9,6 +9,9 @@
 # tests: redis-benchmark test names (default "get set"), pipelines: depths
 # (default "1 16"), e.g.
 #   bench/pinned-redis-benchmark.sh 0 1 3 "lpush lpop sadd hset zadd lrange_100" 16
+# RING=1 compares both client paths in the same rounds: corekv --client-ring
+# no (glommio's reactor) and --client-ring yes (the default).
+# COREKV=path picks the corekv binary (default target/release/corekv, built).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server_cpu=${1:-0}
@@ -17,15 +20,26 @@ rounds=${3:-5}
 tests=${4:-get set}
 pipelines=${5:-1 16}
 command -v redis-benchmark >/dev/null || scripts/setup-test-deps.sh
-cargo build --release -q -p corekv
+corekv=${COREKV:-target/release/corekv}
+[[ -n ${COREKV:-} ]] || cargo build --release -q -p corekv
 port_redis=$((21000 + RANDOM % 1000))
 port_corekv=$((port_redis + 1000))
+port_ring=$((port_redis + 2000))
 taskset -c "$server_cpu" redis-server --port "$port_redis" --save '' --appendonly no >/dev/null 2>&1 &
 redis_pid=$!
-taskset -c "$server_cpu" target/release/corekv --port "$port_corekv" --shards 1 --cpus "$server_cpu" >/dev/null 2>&1 &
+reactor=()
+[[ ${RING:-0} == 1 ]] && reactor=(--client-ring no)
+taskset -c "$server_cpu" "$corekv" --port "$port_corekv" --shards 1 --cpus "$server_cpu" "${reactor[@]}" >/dev/null 2>&1 &
 corekv_pid=$!
-trap 'kill $redis_pid $corekv_pid 2>/dev/null || true' EXIT
-for p in $port_redis $port_corekv; do
+ring_pid=
+ports="$port_redis $port_corekv"
+if [[ ${RING:-0} == 1 ]]; then
+  taskset -c "$server_cpu" "$corekv" --port "$port_ring" --shards 1 --cpus "$server_cpu" --client-ring yes >/dev/null 2>&1 &
+  ring_pid=$!
+  ports="$ports $port_ring"
+fi
+trap 'kill $redis_pid $corekv_pid $ring_pid 2>/dev/null || true' EXIT
+for p in $ports; do
   for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
 done
 
@@ -44,8 +58,13 @@ run() {
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-echo "| test | pipeline | redis-server ops/s | corekv ops/s | ratio | redis µs CPU/op | corekv µs CPU/op |"
-echo "|---|---|---|---|---|---|---|"
+if [[ -n $ring_pid ]]; then
+  echo "| test | pipeline | redis-server ops/s | corekv reactor ops/s | ratio | corekv client-ring ops/s | ratio | redis µs CPU/op | reactor µs CPU/op | CPU ratio | client-ring µs CPU/op | CPU ratio |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+else
+  echo "| test | pipeline | redis-server ops/s | corekv ops/s | ratio | redis µs CPU/op | corekv µs CPU/op |"
+  echo "|---|---|---|---|---|---|---|"
+fi
 for pipeline in $pipelines; do
   n=$((pipeline == 1 ? 200000 : 2000000))
   for test in $tests; do
@@ -53,16 +72,28 @@ for pipeline in $pipelines; do
     [[ $test == lrange* ]] && n=$((n / 10))
     : >/tmp/pinned.$$.r
     : >/tmp/pinned.$$.c
+    : >/tmp/pinned.$$.g
     for _ in $(seq "$rounds"); do
       run "$redis_pid" "$port_redis" "$test" "$pipeline" "$n" >>/tmp/pinned.$$.r
       run "$corekv_pid" "$port_corekv" "$test" "$pipeline" "$n" >>/tmp/pinned.$$.c
+      [[ -z $ring_pid ]] || run "$ring_pid" "$port_ring" "$test" "$pipeline" "$n" >>/tmp/pinned.$$.g
     done
     r_ops=$(cut -d' ' -f1 /tmp/pinned.$$.r | median)
     c_ops=$(cut -d' ' -f1 /tmp/pinned.$$.c | median)
     r_cpu=$(cut -d' ' -f2 /tmp/pinned.$$.r | median)
     c_cpu=$(cut -d' ' -f2 /tmp/pinned.$$.c | median)
-    printf '| %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n' "${test^^}" "$pipeline" "$r_ops" "$c_ops" \
-      "$(awk -v c="$c_ops" -v r="$r_ops" 'BEGIN {print c / r}')" "$r_cpu" "$c_cpu"
+    if [[ -n $ring_pid ]]; then
+      g_ops=$(cut -d' ' -f1 /tmp/pinned.$$.g | median)
+      g_cpu=$(cut -d' ' -f2 /tmp/pinned.$$.g | median)
+      printf '| %s | %s | %.0f | %.0f | %.2f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "${test^^}" "$pipeline" \
+        "$r_ops" "$c_ops" "$(awk -v c="$c_ops" -v r="$r_ops" 'BEGIN {print c / r}')" \
+        "$g_ops" "$(awk -v c="$g_ops" -v r="$r_ops" 'BEGIN {print c / r}')" \
+        "$r_cpu" "$c_cpu" "$(awk -v c="$c_cpu" -v r="$r_cpu" 'BEGIN {print c / r}')" \
+        "$g_cpu" "$(awk -v c="$g_cpu" -v r="$r_cpu" 'BEGIN {print c / r}')"
+    else
+      printf '| %s | %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n' "${test^^}" "$pipeline" "$r_ops" "$c_ops" \
+        "$(awk -v c="$c_ops" -v r="$r_ops" 'BEGIN {print c / r}')" "$r_cpu" "$c_cpu"
+    fi
   done
 done
-rm -f /tmp/pinned.$$.r /tmp/pinned.$$.c
+rm -f /tmp/pinned.$$.r /tmp/pinned.$$.c /tmp/pinned.$$.g

@@ -208,6 +208,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         cpus.len(),
         if cpus.len() == 1 { "" } else { "s" }
     ));
+    check_tcp_backlog(config.tcp_backlog);
     let port = listen.first().map_or(config.port, |a| a.port());
     let cluster = cluster_view(&config, shards, port)?;
     let process = Arc::new(Process {
@@ -298,6 +299,16 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     }
     log::notice("corekv is now ready to exit, bye bye...");
     Ok(())
+}
+
+/// Redis's start-up warning when the kernel caps `tcp-backlog`.
+fn check_tcp_backlog(backlog: u64) {
+    let somaxconn = std::fs::read_to_string("/proc/sys/net/core/somaxconn").ok();
+    if let Some(max) = somaxconn.and_then(|s| s.trim().parse::<u64>().ok()) {
+        if max < backlog {
+            log::warning(&format!("WARNING: The TCP backlog setting of {backlog} cannot be enforced because /proc/sys/net/core/somaxconn is set to the lower value of {max}."));
+        }
+    }
 }
 
 /// SIGINT/SIGTERM ask the shards to stop (after a final save when a save

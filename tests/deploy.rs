@@ -801,6 +801,8 @@ const SETTINGS: &[(&str, &str)] = &[
     ("timeout", "0"),
     ("tcp-keepalive", "300"),
     ("tcp-backlog", "511"),
+    ("client-ring", "yes"),
+    ("client-ring-sqpoll", "0"),
     ("cluster-mode", "no"),
     ("cluster-announce-ip", ""),
     ("cluster-port-base", ""),

@@ -107,3 +107,42 @@ fn blocked_io_uring_gives_one_clear_message() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// Stop (SIGTERM, with a client connected and one idle) and start again at
+/// once on the same port, as a supervisor restarting the service would: the
+/// port is free the moment the process is gone, every time.
+#[test]
+fn restart_on_the_same_port_at_once() {
+    let first = Server::shards(2);
+    let port = first.port.to_string();
+    let mut server = first;
+    for round in 0..100 {
+        let mut busy = server.raw();
+        assert_eq!(busy.cmd_str("SET k v"), proxy::resp::Value::Simple(b"OK".to_vec()));
+        let _idle = server.raw();
+        let status = server.terminate_now();
+        assert!(status.success(), "round {round}: {status:?}");
+        server = Server::try_start(&["--shards", "2", "--port", &port])
+            .unwrap_or_else(|e| panic!("round {round}: restart on port {port} failed: {e}"));
+    }
+}
+
+/// Every client path serves the same: glommio's reactor, the client ring,
+/// and the ring with a kernel SQ polling thread.
+#[test]
+fn every_client_path_serves() {
+    for args in [&["--client-ring", "no"][..], &["--client-ring", "yes"], &["--client-ring-sqpoll", "10"]] {
+        let server = Server::start(&[&["--shards", "2"][..], args].concat());
+        let mut c = server.raw();
+        let mut batch = Vec::new();
+        for i in 0..100 {
+            batch.extend(common::Raw::encode(&[b"SET", format!("k{i}").as_bytes(), format!("v{i}").as_bytes()]));
+        }
+        c.send(&batch);
+        for _ in 0..100 {
+            assert_eq!(c.read(), Some(proxy::resp::Value::Simple(b"OK".to_vec())), "{args:?}");
+        }
+        assert_eq!(c.cmd_str("GET k42"), proxy::resp::Value::Bulk(b"v42".to_vec()), "{args:?}");
+        assert!(server.terminate().success(), "{args:?}");
+    }
+}

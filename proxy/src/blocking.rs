@@ -265,8 +265,8 @@ impl Core {
 
 use crate::conn::Connection;
 use crate::mesh::{call, post, send_with, ticket, Request, Ticket};
+use crate::stream::ClientStream;
 use futures_lite::io::AsyncRead;
-use glommio::net::TcpStream;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
@@ -345,7 +345,7 @@ enum Event {
 pub async fn wait(
     conn: &mut Connection,
     mut w: BlockWait,
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     buf: &mut Vec<u8>,
     filled: &mut usize,
 ) -> bool {

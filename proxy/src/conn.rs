@@ -10,12 +10,11 @@ use crate::log;
 use crate::pipeline::Pipeline;
 use crate::resp::{Limits, Parsed, RequestParser};
 use crate::slot::key_slot;
+use crate::stream::ClientStream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use glommio::net::TcpStream;
 use shard::commands::{arity_error, flags};
 use shard::reply::errors::NOAUTH;
 use shard::{Args, CommandSpec, Merge, Route};
-use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -66,7 +65,7 @@ pub struct Connection {
 }
 
 /// Serves one accepted connection until it closes.
-pub async fn serve(core: Rc<Core>, stream: TcpStream, port: Port) {
+pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
     let process = core.process.clone();
     let maxclients = core.config().maxclients as usize;
     let connected = process.connected_clients.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
@@ -77,7 +76,7 @@ pub async fn serve(core: Rc<Core>, stream: TcpStream, port: Port) {
         let _ = stream.write_all(b"-ERR max number of clients reached\r\n").await;
     } else {
         let _ = stream.set_nodelay(true);
-        set_keepalive(&stream, core.config().tcp_keepalive);
+        stream.set_keepalive(core.config().tcp_keepalive);
         let now = Instant::now();
         let (addr, laddr) = match (stream.peer_addr(), stream.local_addr()) {
             (Ok(a), Ok(l)) => (a, l),
@@ -93,7 +92,7 @@ pub async fn serve(core: Rc<Core>, stream: TcpStream, port: Port) {
                 id,
                 addr,
                 laddr,
-                fd: stream.as_raw_fd(),
+                fd: stream.fd(),
                 name: Vec::new(),
                 lib_name: Vec::new(),
                 lib_ver: Vec::new(),
@@ -138,19 +137,8 @@ pub async fn serve(core: Rc<Core>, stream: TcpStream, port: Port) {
     process.connected_clients.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-fn set_keepalive(stream: &TcpStream, seconds: u64) {
-    if seconds == 0 {
-        return;
-    }
-    // SAFETY: the fd belongs to `stream`, which outlives this borrow.
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(stream.as_raw_fd()) };
-    let sock = socket2::SockRef::from(&fd);
-    let ka = socket2::TcpKeepalive::new().with_time(std::time::Duration::from_secs(seconds));
-    let _ = sock.set_tcp_keepalive(&ka);
-}
-
 impl Connection {
-    async fn run(&mut self, stream: &mut TcpStream) {
+    async fn run(&mut self, stream: &mut ClientStream) {
         let mut parser = RequestParser::new();
         let mut buf = vec![0u8; READ_CHUNK];
         let mut filled = 0usize;
@@ -180,7 +168,7 @@ impl Connection {
                 CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
             }
             read_first = true;
-            self.now = shard::unix_ms();
+            self.now = self.core.now_ms();
             let mut commands = 0u64;
             let mut blocked = None;
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
@@ -246,7 +234,7 @@ impl Connection {
 
     /// Waits for this batch's remote replies and sends every reply so far
     /// with one write. False when the client is gone.
-    async fn send_replies(&mut self, stream: &mut TcpStream) -> bool {
+    async fn send_replies(&mut self, stream: &mut ClientStream) -> bool {
         self.pipeline.flush(&self.core).await;
         crate::persistence::aof::durable(&self.core).await;
         if self.pipeline.out.is_empty() {
@@ -266,7 +254,7 @@ impl Connection {
     fn update_registry(&self, qbuf: usize) {
         let mut clients = self.core.clients.borrow_mut();
         if let Some(c) = clients.list.get_mut(self.state.registry_key) {
-            c.last_active = Instant::now();
+            c.last_active = self.core.now_instant();
             c.last_cmd = self.last_cmd;
             c.db = self.state.db;
             c.resp = if self.state.resp3 { 3 } else { 2 };

@@ -160,6 +160,11 @@ pub struct Core {
     pub aof: crate::persistence::aof::Aof,
     /// This core's part in snapshots.
     pub save: crate::persistence::CoreSave,
+    /// (unix ms, instant) read once per busy client-ring turn, cleared before
+    /// the ring's driver waits (so never older than one turn): the
+    /// connections a busy turn wakes share one clock read, as Redis caches
+    /// its time per event-loop iteration.
+    pub turn_clock: Cell<Option<(u64, Instant)>>,
 }
 
 impl Core {
@@ -171,6 +176,7 @@ impl Core {
             me,
             aof: Default::default(),
             save: Default::default(),
+            turn_clock: Cell::new(None),
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),
@@ -225,6 +231,17 @@ impl Core {
             return 0;
         }
         self.cluster.borrow().local_shard(key_slot(key)).unwrap_or(self.index)
+    }
+
+    /// Unix ms for a batch of requests: the turn's clock when there is one.
+    #[inline]
+    pub fn now_ms(&self) -> u64 {
+        self.turn_clock.get().map_or_else(shard::unix_ms, |(ms, _)| ms)
+    }
+
+    #[inline]
+    pub fn now_instant(&self) -> Instant {
+        self.turn_clock.get().map_or_else(Instant::now, |(_, at)| at)
     }
 
     /// A waiter id no other core will hand out.

@@ -14,5 +14,7 @@ pub mod mesh;
 pub mod persistence;
 pub mod pipeline;
 pub mod resp;
+pub mod ring;
 pub mod server;
 pub mod slot;
+pub mod stream;

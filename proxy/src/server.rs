@@ -8,11 +8,13 @@ use crate::core::{Core, Process};
 use crate::log;
 use crate::mesh::{self, Mesh, RequestMesh, ResponseMesh};
 use crate::persistence::{self, load::Dump};
+use crate::ring::{Ring, RingConfig};
+use crate::stream::ClientStream;
 use glommio::net::TcpListener;
 use shard::{Config, Shard};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, IntoRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,21 +37,31 @@ pub struct CoreSetup {
     pub aof: Option<Arc<crate::persistence::aof::Found>>,
 }
 
-/// A listening socket for this core. `shared`: SO_REUSEPORT, so every core
+/// A listening socket for this core, with the options Redis's
+/// `anetTcpServer` sets (SO_REUSEADDR, IPV6_V6ONLY, close-on-exec,
+/// non-blocking, `tcp-backlog`). `shared`: SO_REUSEPORT, so every core
 /// listens on the port and the kernel spreads connections over them;
 /// otherwise the port is this core's alone.
-fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+pub fn listen_socket(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(shared)?;
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
+    socket.set_nonblocking(true)?;
     socket.bind(&addr.into())?;
     socket.listen(backlog)?;
+    Ok(socket)
+}
+
+/// The listener and its fd (kept to shut it down at exit).
+fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<(RawFd, TcpListener)> {
+    let socket = listen_socket(addr, backlog, shared)?;
+    let fd = socket.as_raw_fd();
     // SAFETY: a freshly created listening TCP socket whose ownership moves
     // into the glommio listener.
-    Ok(unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) })
+    Ok((fd, unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) }))
 }
 
 /// Re-reads the topology file and installs the new view on every core.
@@ -76,12 +88,18 @@ pub async fn reload_topology(core: &Rc<Core>) -> Result<(), String> {
     Ok(())
 }
 
+/// Accepts until shutdown, when [`stop_listening`] makes the pending accept
+/// fail; the listener is closed as the loop returns.
 async fn accept_loop(core: Rc<Core>, listener: TcpListener, port: Port) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
-                glommio::spawn_local(conn::serve(core.clone(), stream, port)).detach();
+                if core.process.shutting_down() {
+                    return;
+                }
+                glommio::spawn_local(conn::serve(core.clone(), ClientStream::Reactor(stream), port)).detach();
             }
+            Err(_) if core.process.shutting_down() => return,
             Err(e) => {
                 log::warning(&format!("Accepting client connection: {e}"));
                 glommio::timer::sleep(Duration::from_millis(10)).await;
@@ -187,18 +205,123 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     if let Some(found) = &setup.aof {
         crate::persistence::aof::start(&core, found).await;
     }
+    if core.config().client_ring {
+        let sqpoll_ms = core.config().client_ring_sqpoll_ms;
+        match client_ring(sqpoll_ms) {
+            Ok(ring) => return run_ring(core, ring, &setup.listen, backlog, node_port, listening).await,
+            Err(e) if core.index == 0 => {
+                log::warning(&format!("client-ring: {e}; client sockets stay on glommio's reactor"))
+            }
+            Err(_) => {}
+        }
+    }
+    let mut accepting = Vec::new();
     for addr in &setup.listen {
-        let client = listener(*addr, backlog, true)?;
-        glommio::spawn_local(accept_loop(core.clone(), client, Port::Client)).detach();
+        let (fd, client) = listener(*addr, backlog, true)?;
+        accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), client, Port::Client)).detach()));
         // Per-core mode: this shard's own node port, on this core only, so
         // a cluster client reaches the owning core with no hop.
         if let Some(port) = node_port {
-            let node = listener(SocketAddr::new(addr.ip(), port), backlog, false)?;
-            glommio::spawn_local(accept_loop(core.clone(), node, Port::Node)).detach();
+            let (fd, node) = listener(SocketAddr::new(addr.ip(), port), backlog, false)?;
+            accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), node, Port::Node)).detach()));
         }
     }
     listening();
     cron(core.clone()).await;
+    stop_listening(accepting).await;
+    close_connections(&core).await;
     crate::persistence::aof::flush_at_exit(&core).await;
     Ok(())
+}
+
+/// This core's client ring, if the kernel has what it needs: multishot
+/// receive (Linux 6.0) and provided-buffer rings (5.19).
+fn client_ring(sqpoll_ms: u32) -> Result<Rc<Ring>, String> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut version = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
+    if (major, minor) < (6, 0) {
+        return Err(format!("Linux {} has no multishot receive (6.0 or newer needed)", release.trim()));
+    }
+    Ring::new(RingConfig { sqpoll_ms, ..RingConfig::default() }).map_err(|e| format!("setting up the ring: {e}"))
+}
+
+/// `run_core` with the client sockets on this core's own ring.
+async fn run_ring(
+    core: Rc<Core>,
+    ring: Rc<Ring>,
+    listen: &[SocketAddr],
+    backlog: i32,
+    node_port: Option<u16>,
+    listening: impl FnOnce(),
+) -> std::io::Result<()> {
+    if core.index == 0 {
+        log::notice(&format!("Client sockets on corekv's own io_uring per shard ({})", ring.setup));
+    }
+    for addr in listen {
+        ring.listen(listen_socket(*addr, backlog, true)?.into(), Port::Client as usize);
+        if let Some(port) = node_port {
+            ring.listen(listen_socket(SocketAddr::new(addr.ip(), port), backlog, false)?.into(), Port::Node as usize);
+        }
+    }
+    let serving = core.clone();
+    ring.on_accept(move |stream, tag| {
+        let port = if tag == Port::Node as usize { Port::Node } else { Port::Client };
+        glommio::spawn_local(conn::serve(serving.clone(), ClientStream::Ring(stream), port)).detach();
+    });
+    let clocked = core.clone();
+    ring.on_turn(move |busy| clocked.turn_clock.set(busy.then(|| (shard::unix_ms(), Instant::now()))));
+    let driver = glommio::spawn_local(ring.clone().drive()).detach();
+    listening();
+    cron(core.clone()).await;
+    ring.stop();
+    close_connections(&core).await;
+    let reaped = futures_lite::future::or(async { driver.await.is_some() }, async {
+        glommio::timer::sleep(Duration::from_secs(1)).await;
+        false
+    })
+    .await;
+    if !reaped {
+        log::warning(&format!("client ring: {} connection(s) still open at exit", ring.connections()));
+    }
+    ring.on_accept(|_, _| {});
+    ring.on_turn(|_| {});
+    core.turn_clock.set(None);
+    crate::persistence::aof::flush_at_exit(&core).await;
+    Ok(())
+}
+
+/// Ends every accept loop and closes its listener before the executor goes
+/// away. A pending io_uring accept holds the listening socket: left to the
+/// ring's asynchronous teardown, the port would stay in LISTEN for a while
+/// after exit and an immediate restart could fail with EADDRINUSE.
+/// shutdown(2) takes the socket out of LISTEN at once and fails the
+/// pending accept, so the loop returns and drops (closes) the listener.
+async fn stop_listening(accepting: Vec<(RawFd, glommio::task::JoinHandle<()>)>) {
+    for (fd, _) in &accepting {
+        // SAFETY: the listener owning `fd` is alive until its task ends,
+        // which is awaited below.
+        unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+    }
+    for (_, task) in accepting {
+        task.await;
+    }
+}
+
+/// Hangs up every connection of this core and waits (briefly) for their
+/// tasks to close them, so no socket is left to the ring's teardown.
+async fn close_connections(core: &Core) {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        {
+            let clients = core.clients.borrow();
+            if clients.list.is_empty() || Instant::now() > deadline {
+                return;
+            }
+            for (key, _) in clients.list.iter() {
+                clients.kill(key);
+            }
+        }
+        glommio::timer::sleep(Duration::from_millis(1)).await;
+    }
 }

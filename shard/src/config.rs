@@ -64,6 +64,12 @@ pub struct Config {
     pub aof_use_rdb_preamble: bool,
     /// No fsync of the AOF while a rewrite runs.
     pub no_appendfsync_on_rewrite: bool,
+    /// Client sockets on corekv's own io_uring per shard (proxy/src/ring/);
+    /// `no`: glommio's reactor, as before.
+    pub client_ring: bool,
+    /// With `client_ring`: a kernel SQPOLL thread per shard that idles after
+    /// this many ms (0: off). For hosts with spare cores.
+    pub client_ring_sqpoll_ms: u32,
 }
 
 /// When the AOF is fsynced (`appendfsync`).
@@ -151,6 +157,8 @@ impl Default for Config {
             aof_load_truncated: true,
             aof_use_rdb_preamble: true,
             no_appendfsync_on_rewrite: false,
+            client_ring: true,
+            client_ring_sqpoll_ms: 0,
         }
     }
 }
@@ -373,6 +381,15 @@ pub static PARAMS: &[Param] = &[
         memory_in(v, 0)?),
     param!("set-max-intset-entries", true, |c| c.set_max_intset_entries.to_string(), |c, v| c.set_max_intset_entries =
         int_in(v, 0, i64::MAX)? as u64),
+    param!("client-ring", false, |c| if c.client_ring { "yes" } else { "no" }.into(), |c, v| {
+        c.client_ring = match one(v)?.to_ascii_lowercase().as_str() {
+            "yes" => true,
+            "no" => false,
+            _ => return Err("argument must be 'yes' or 'no'".into()),
+        }
+    }),
+    param!("client-ring-sqpoll", false, |c| c.client_ring_sqpoll_ms.to_string(), |c, v| c.client_ring_sqpoll_ms =
+        int_in(v, 0, 60_000)? as u32),
 ];
 
 /// An I/O error as C's strerror words it ("No such file or directory").

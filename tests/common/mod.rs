@@ -37,6 +37,16 @@ impl Server {
 
     /// Starts corekv with `dir` as its working directory (where its files go).
     pub fn start_in(dir: Option<&std::path::Path>, args: &[&str]) -> Server {
+        Server::try_start_in(dir, args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts corekv; the error holds its stderr and log when it does not
+    /// come up.
+    pub fn try_start(args: &[&str]) -> Result<Server, String> {
+        Server::try_start_in(None, args)
+    }
+
+    pub fn try_start_in(dir: Option<&std::path::Path>, args: &[&str]) -> Result<Server, String> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_corekv"));
         if let Some(dir) = dir {
             cmd.current_dir(dir);
@@ -48,6 +58,11 @@ impl Server {
             cmd.args(["--save", ""]);
         }
         cmd.args(args);
+        // COREKV_TEST_ARGS (e.g. "--client-ring no") runs the whole suite
+        // against another configuration.
+        if let Ok(extra) = std::env::var("COREKV_TEST_ARGS") {
+            cmd.args(extra.split_whitespace());
+        }
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         die_with_parent(&mut cmd);
         let mut child = cmd.spawn().expect("spawn corekv");
@@ -63,18 +78,18 @@ impl Server {
                 sink.lock().unwrap().push(line);
             }
         });
-        let port = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(Some(port)) => port,
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(Some(port)) => Ok(Server { child, port, log }),
             _ => {
                 let _ = child.kill();
+                let _ = child.wait();
                 let mut err = String::new();
                 if let Some(mut e) = child.stderr.take() {
                     let _ = e.read_to_string(&mut err);
                 }
-                panic!("corekv did not start: {err} {:?}", log.lock().unwrap());
+                Err(format!("corekv did not start: {err} {:?}", log.lock().unwrap()))
             }
-        };
-        Server { child, port, log }
+        }
     }
 
     pub fn shards(n: usize) -> Server {
@@ -98,6 +113,14 @@ impl Server {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         wait_timeout(&mut self.child, Duration::from_secs(10)).expect("corekv did not exit after SIGTERM")
+    }
+
+    /// Sends SIGTERM and blocks until the process is gone (no polling
+    /// interval that would hide what happens right after exit).
+    pub fn terminate_now(mut self) -> std::process::ExitStatus {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.child.wait().expect("wait for corekv")
     }
 
     pub fn wait_exit(mut self, within: Duration) -> Option<std::process::ExitStatus> {

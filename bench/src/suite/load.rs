@@ -6,6 +6,7 @@ use super::servers::{shell_words, Servers};
 use crate::cli::{Args, Config};
 use crate::report::Report;
 use clap::Parser;
+use hdrhistogram::Histogram;
 
 /// How long each point warms up and is measured, and how many load
 /// generator threads run (one per client CPU).
@@ -18,9 +19,15 @@ pub struct LoadSettings {
 }
 
 /// Runs corekv-bench with `args` (plus server address, threads, CPU pids)
-/// and returns the report. `log` collects the command line with the
+/// and returns the report with the latency histogram of all commands.
+/// `log` collects the command line with the
 /// run-specific port and pids replaced by placeholders.
-pub fn bench(servers: &Servers, threads: usize, args: &[String], log: &mut Vec<String>) -> Result<Report, String> {
+pub fn bench(
+    servers: &Servers,
+    threads: usize,
+    args: &[String],
+    log: &mut Vec<String>,
+) -> Result<(Report, Histogram<u64>), String> {
     let mut full: Vec<String> = vec!["corekv-bench".into(), "-p".into(), servers.port.to_string()];
     full.extend(["-t".into(), threads.to_string()]);
     if servers.cluster {
@@ -40,11 +47,17 @@ pub fn bench(servers: &Servers, threads: usize, args: &[String], log: &mut Vec<S
     let parsed = Args::try_parse_from(&full).map_err(|e| format!("{}: {e}", shell_words(&full)))?;
     let cfg = Config::from_args(parsed)?;
     let outcome = crate::run::execute(&cfg)?;
-    Ok(Report::new(&cfg, &outcome))
+    Ok((Report::new(&cfg, &outcome), outcome.run.stats.total().hist))
 }
 
-/// One measured point: closed loop unless `args` has --rate.
-pub fn measure(servers: &Servers, s: &LoadSettings, args: &[String], log: &mut Vec<String>) -> Result<Row, String> {
+/// One measured point: closed loop unless `args` has --rate. Also returns
+/// the latency histogram, for merging repeated runs.
+pub fn measure(
+    servers: &Servers,
+    s: &LoadSettings,
+    args: &[String],
+    log: &mut Vec<String>,
+) -> Result<(Row, Histogram<u64>), String> {
     let mut a: Vec<String> = vec![
         "--warmup".into(),
         s.warmup_s.to_string(),
@@ -55,16 +68,17 @@ pub fn measure(servers: &Servers, s: &LoadSettings, args: &[String], log: &mut V
         "--allow-errors".into(),
     ];
     a.extend(args.iter().cloned());
-    let rep = bench(servers, s.threads, &a, log)?;
+    let (rep, hist) = bench(servers, s.threads, &a, log)?;
     let r = &rep.run;
-    Ok(Row {
+    let row = Row {
         ops_per_sec: r.ops_per_sec,
         latency_us: r.latency_us.clone(),
         cpu_us_per_op: r.server_cpu.as_ref().map(|c| c.us_per_op),
         offered: rep.config.rate,
         failures: r.errors + r.mismatches + r.connection_errors + r.unanswered,
         ..Row::default()
-    })
+    };
+    Ok((row, hist))
 }
 
 /// SETs every key of `keys` (e.g. `--key-minimum 0 --key-maximum 1023` and
@@ -74,7 +88,7 @@ pub fn preload(servers: &Servers, s: &LoadSettings, keys: &[String], log: &mut V
         ["--preload", "--command", "PING", "-n", "1", "-c", "16", "--seed"].iter().map(|x| x.to_string()).collect();
     a.push(s.seed.to_string());
     a.extend(keys.iter().cloned());
-    let rep = bench(servers, s.threads, &a, log)?;
+    let (rep, _) = bench(servers, s.threads, &a, log)?;
     let p = rep.preload.ok_or("no preload phase")?;
     let failed = p.errors + p.mismatches + p.connection_errors + p.unanswered;
     if failed > 0 {

@@ -116,6 +116,14 @@ impl SuiteResult {
         rows
     }
 
+    /// This result without the rows of individual repeated runs (rows with
+    /// an `extra["run"]`), leaving the merged ones: what tables and plots show.
+    pub fn without_runs(&self) -> SuiteResult {
+        let mut r = self.clone();
+        r.rows.retain(|row| !row.extra.contains_key("run"));
+        r
+    }
+
     /// Groups in first-seen order.
     pub fn groups(&self) -> Vec<String> {
         let mut g: Vec<String> = Vec::new();

@@ -3,6 +3,7 @@
 use super::load::{args, measure, preload, LoadSettings};
 use super::results::{Machine, Row, SuiteResult};
 use super::servers::{version, Binaries, Kind, Servers};
+use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 
 pub const ALL: &[&str] = &["qos", "get-small", "get-large", "set-mixed", "skewed", "pipeline", "scaling", "memory"];
@@ -57,7 +58,19 @@ impl Run<'_> {
     }
 
     fn point(&mut self, server: &str, s: &Servers, group: &str, x: f64, a: &[String]) -> Result<Row, String> {
-        let mut row = measure(s, &self.ctx.load, a, &mut self.commands)?;
+        Ok(self.point_hist(server, s, group, x, a)?.0)
+    }
+
+    /// A point and its latency histogram.
+    fn point_hist(
+        &mut self,
+        server: &str,
+        s: &Servers,
+        group: &str,
+        x: f64,
+        a: &[String],
+    ) -> Result<(Row, Histogram<u64>), String> {
+        let (mut row, hist) = measure(s, &self.ctx.load, a, &mut self.commands)?;
         row.group = group.to_string();
         row.x = x;
         row.server = server.to_string();
@@ -71,7 +84,7 @@ impl Run<'_> {
             if row.failures > 0 { format!(", {} FAILED requests", row.failures) } else { String::new() }
         );
         self.rows.push(row.clone());
-        Ok(row)
+        Ok((row, hist))
     }
 
     /// Clients per thread giving about `total` connections.
@@ -134,6 +147,37 @@ fn timing(ctx: &Ctx) -> String {
 
 type Described = (String, &'static str);
 
+/// How many times the qos sweep runs.
+pub const QOS_RUNS: usize = 3;
+/// The qos sweep's group; each run's rows are "<group>, run N".
+pub const QOS_GROUP: &str = "SET:GET 1:10, open loop";
+/// The group of the rows merging every run.
+pub const QOS_MERGED: &str = "SET:GET 1:10, open loop, runs merged";
+
+/// One row for the same point measured several times: latency from the
+/// merged histogram, throughput and CPU per request averaged, failures
+/// summed.
+pub fn merge_runs(runs: &[(Row, Histogram<u64>)], group: &str) -> Row {
+    let mut hist = crate::stats::new_histogram();
+    for (_, h) in runs {
+        hist.add(h).expect("histograms of the same bounds");
+    }
+    let n = runs.len().max(1) as f64;
+    let cpu: Vec<f64> = runs.iter().filter_map(|(r, _)| r.cpu_us_per_op).collect();
+    let first = &runs[0].0;
+    Row {
+        group: group.to_string(),
+        x: first.x,
+        server: first.server.clone(),
+        ops_per_sec: runs.iter().map(|(r, _)| r.ops_per_sec).sum::<f64>() / n,
+        latency_us: crate::stats::Latency::of(&hist),
+        cpu_us_per_op: (cpu.len() == runs.len()).then(|| cpu.iter().sum::<f64>() / n),
+        offered: first.offered,
+        failures: runs.iter().map(|(r, _)| r.failures).sum(),
+        extra: BTreeMap::new(),
+    }
+}
+
 fn qos(r: &mut Run) -> Result<Described, String> {
     let keys: u64 = if r.ctx.quick { 10_000 } else { 100_000 };
     let mut base = keyspace(keys);
@@ -149,18 +193,31 @@ fn qos(r: &mut Run) -> Result<Described, String> {
     }
     r.rows.clear();
     let fracs = r.pick(&[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0], &[0.25, 0.5, 0.75, 1.0]);
-    for f in fracs {
-        let rate = (cap * f / 100.0).round().max(1.0) * 100.0;
-        for (name, s) in &servers {
-            let a = [base.clone(), args(["--rate".to_string(), rate.to_string()])].concat();
-            r.point(name, s, "SET:GET 1:10, open loop", rate, &a)?;
+    let rates: Vec<f64> = fracs.iter().map(|f| (cap * f / 100.0).round().max(1.0) * 100.0).collect();
+    // The sweep runs QOS_RUNS times so one p99 excursion cannot decide the
+    // headline; each (server, rate) also gets a row of all runs merged.
+    let mut merged: Vec<Vec<(Row, Histogram<u64>)>> = vec![Vec::new(); rates.len() * servers.len()];
+    for run in 1..=QOS_RUNS {
+        let group = format!("{QOS_GROUP}, run {run}");
+        for (i, &rate) in rates.iter().enumerate() {
+            for (j, (name, s)) in servers.iter().enumerate() {
+                let a = [base.clone(), args(["--rate".to_string(), rate.to_string()])].concat();
+                let (row, hist) = r.point_hist(name, s, &group, rate, &a)?;
+                r.rows.last_mut().expect("the point's row").extra.insert("run".into(), run as f64);
+                merged[i * servers.len() + j].push((row, hist));
+            }
         }
+    }
+    for runs in &merged {
+        r.rows.push(merge_runs(runs, QOS_MERGED));
     }
     let d = format!(
         "Open-loop sweep (coordinated-omission-free: latency counts from each request's scheduled send). \
          SET:GET 1:10, 32-byte values, {keys} preloaded keys, 50 connections. Offered loads are fractions of \
          the higher closed-loop throughput of the two servers ({cap:.0} ops/s). The headline is the highest \
-         throughput each server achieved with p99 under 1 ms while keeping up with the schedule. {}",
+         throughput each server achieved with p99 under 1 ms while keeping up with the schedule; the sweep \
+         runs {QOS_RUNS} times (servers interleaved at every point) and the headline is the median of the runs' \
+         ratios, with their spread; the table shows each offered load with the runs' histograms merged. {}",
         timing(r.ctx)
     );
     Ok((d, "offered req/s"))

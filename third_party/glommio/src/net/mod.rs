@@ -117,3 +117,35 @@ pub use self::{
     udp_socket::UdpSocket,
     unix::{AcceptedUnixStream, UnixDatagram, UnixListener, UnixStream},
 };
+
+/// corekv: a one-shot readability poll of a raw fd on this executor's
+/// ring, so an io_uring that corekv drives itself can park the executor on
+/// its eventfd. Poll until ready; the next poll after that arms a new one.
+#[derive(Debug)]
+pub struct ReadReadiness {
+    fd: RawFd,
+    source: Option<crate::sys::Source>,
+}
+
+impl ReadReadiness {
+    /// Readiness of `fd`, which must stay open while this lives.
+    pub fn new(fd: RawFd) -> Self {
+        ReadReadiness { fd, source: None }
+    }
+
+    /// Ready once `fd` has been readable since the poll was armed.
+    pub fn poll_ready(&mut self, cx: &std::task::Context<'_>) -> std::task::Poll<()> {
+        if let Some(src) = &self.source {
+            if src.result().is_some() {
+                self.source = None;
+                return std::task::Poll::Ready(());
+            }
+            src.add_waiter_single(cx.waker());
+            return std::task::Poll::Pending;
+        }
+        let src = crate::executor().reactor().poll_read_ready(self.fd);
+        src.add_waiter_single(cx.waker());
+        self.source = Some(src);
+        std::task::Poll::Pending
+    }
+}

@@ -1,0 +1,625 @@
+//! The client data path on an io_uring this core owns (`client-ring yes`).
+//!
+//! One ring per shard: multishot accept on the listeners, multishot receive
+//! into a ring of provided buffers, the replies every connection queued
+//! since the last turn sent together, and one `io_uring_enter` per turn to
+//! submit them and reap completions. Connections stay glommio tasks
+//! (`conn.rs`) reading and writing through [`RingStream`]; the driver task
+//! ([`Ring::drive`]) wakes the ones that got input. The executor parks on
+//! the ring's eventfd when there is nothing to do, so timers and the mesh
+//! keep glommio's reactor.
+//!
+//! Lifecycle: a connection's slot is freed only once its receive and send
+//! have completed (cancelled if need be), and the driver returns only when
+//! every listener and connection is reaped, so nothing is left to the
+//! kernel's asynchronous ring teardown.
+
+mod bufring;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+use crate::log;
+use bufring::BufRing;
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use slab::Slab;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+pub use stream::RingStream;
+
+/// Sizes of one shard's ring.
+#[derive(Clone, Copy, Debug)]
+pub struct RingConfig {
+    pub entries: u32,
+    /// Provided buffers (a power of two) and their size.
+    pub buffers: u16,
+    pub buffer_size: u32,
+    /// Registered-file slots; connections beyond use plain fds.
+    pub fixed_files: u32,
+    /// Kernel SQ polling thread idle time, ms (0: off).
+    pub sqpoll_ms: u32,
+    /// Queued reply bytes past which a connection's writes wait.
+    pub write_high_water: usize,
+}
+
+impl Default for RingConfig {
+    fn default() -> Self {
+        RingConfig {
+            entries: 1024,
+            // 1 MiB per shard: the kernel cycles through all of them, so
+            // all become resident; requests larger than a buffer span
+            // several completions, read in one go.
+            buffers: 256,
+            buffer_size: 4096,
+            fixed_files: 16 * 1024,
+            sqpoll_ms: 0,
+            write_high_water: 1 << 20,
+        }
+    }
+}
+
+/// Turns the driver runs back to back before it lets glommio's reactor
+/// poll (timers, the mesh): the reactor costs syscalls of its own, so it
+/// runs once per this many turns while clients keep the ring busy.
+const TURNS_PER_REACTOR_POLL: u32 = 8;
+
+const ACCEPT: u64 = 1;
+const RECV: u64 = 2;
+const SEND: u64 = 3;
+const IGNORED: u64 = 4;
+
+fn user_data(kind: u64, key: usize) -> u64 {
+    (key as u64) << 8 | kind
+}
+
+struct Listener {
+    fd: OwnedFd,
+    tag: usize,
+    armed: bool,
+}
+
+/// One connection's state on the ring side.
+struct Conn {
+    fd: RawFd,
+    /// Registered-file slot (= the slab key) when there was room.
+    fixed: bool,
+    /// Received bytes not read yet: (buffer id, start, end).
+    input: VecDeque<(u16, u32, u32)>,
+    /// No more input: the peer closed, an error, or a cancel.
+    eof: bool,
+    recv_armed: bool,
+    /// The receive stopped for want of buffers; re-armed when some return.
+    starved: bool,
+    reader: Option<Waker>,
+    /// Replies queued by the connection since its last send.
+    queued: Vec<u8>,
+    /// Replies the kernel is sending, and how much of them went.
+    sending: Vec<u8>,
+    sent: usize,
+    send_inflight: bool,
+    /// A send failed: the peer is gone.
+    failed: bool,
+    writer: Option<Waker>,
+    /// The stream was dropped: send what is queued, then close.
+    released: bool,
+    /// Listed in `State::dirty`.
+    dirty: bool,
+    /// An AsyncCancel of the receive is on its way.
+    cancelling: bool,
+}
+
+struct State {
+    conns: Slab<Conn>,
+    listeners: Vec<Listener>,
+    /// Connections with output to send or a receive to arm this turn.
+    dirty: Vec<usize>,
+    bufs: BufRing,
+    /// Connections accepted this turn (key, listener tag), handed out
+    /// once the state is no longer borrowed.
+    accepted: Vec<(usize, usize)>,
+    stopping: bool,
+}
+
+type OnAccept = Box<dyn Fn(RingStream, usize)>;
+type OnTurn = Box<dyn Fn(bool)>;
+
+pub struct Ring {
+    uring: IoUring,
+    state: RefCell<State>,
+    config: RingConfig,
+    eventfd: OwnedFd,
+    fixed_files: u32,
+    /// What the kernel accepted of the setup flags we asked for.
+    pub setup: &'static str,
+    /// A connection queued output while the driver was parked.
+    kicked: Cell<bool>,
+    driver: RefCell<Option<Waker>>,
+    on_accept: RefCell<Option<OnAccept>>,
+    /// Told `true` after each turn that leaves the driver busy (it yields
+    /// and runs again at once), `false` before it waits (the turn clock).
+    on_turn: RefCell<Option<OnTurn>>,
+    me: std::rc::Weak<Ring>,
+}
+
+fn build(config: &RingConfig) -> std::io::Result<(IoUring, &'static str)> {
+    let mut attempts: Vec<(&'static str, io_uring::Builder)> = Vec::new();
+    if config.sqpoll_ms > 0 {
+        let mut b = IoUring::builder();
+        b.setup_sqpoll(config.sqpoll_ms).setup_single_issuer();
+        attempts.push(("SQPOLL|SINGLE_ISSUER", b));
+    }
+    let mut b = IoUring::builder();
+    b.setup_single_issuer().setup_defer_taskrun();
+    attempts.push(("SINGLE_ISSUER|DEFER_TASKRUN", b));
+    let mut b = IoUring::builder();
+    b.setup_coop_taskrun().setup_taskrun_flag();
+    attempts.push(("COOP_TASKRUN|TASKRUN_FLAG", b));
+    attempts.push(("no setup flags", IoUring::builder()));
+    let mut last = None;
+    for (i, (name, mut b)) in attempts.into_iter().enumerate() {
+        match b.setup_cqsize(config.entries * 4).build(config.entries) {
+            Ok(ring) => {
+                if i > 0 {
+                    log::warning(&format!(
+                        "client ring: the kernel refused the preferred setup flags ({}); using {name}",
+                        last.map_or(String::new(), |e: std::io::Error| e.to_string())
+                    ));
+                }
+                return Ok((ring, name));
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("at least one attempt"))
+}
+
+impl Ring {
+    pub fn new(config: RingConfig) -> std::io::Result<Rc<Ring>> {
+        let (uring, setup) = build(&config)?;
+        let mut submitter = uring.submitter();
+        // Registered ring fd: io_uring_enter skips the fd lookup. Optional.
+        let _ = submitter.register_ring_fd();
+        let fixed_files = match submitter.register_files_sparse(config.fixed_files) {
+            Ok(()) => config.fixed_files,
+            Err(e) => {
+                log::warning(&format!("client ring: no registered files ({e}); using plain fds"));
+                0
+            }
+        };
+        // SAFETY: eventfd returns a new fd or -1.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd we own.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
+        uring.submitter().register_eventfd(efd)?;
+        let bufs = BufRing::register(&uring, 0, config.buffers, config.buffer_size)?;
+        Ok(Rc::new_cyclic(|me| Ring {
+            uring,
+            state: RefCell::new(State {
+                conns: Slab::new(),
+                listeners: Vec::new(),
+                dirty: Vec::new(),
+                bufs,
+                accepted: Vec::new(),
+                stopping: false,
+            }),
+            config,
+            eventfd,
+            fixed_files,
+            setup,
+            kicked: Cell::new(false),
+            driver: RefCell::new(None),
+            on_accept: RefCell::new(None),
+            on_turn: RefCell::new(None),
+            me: me.clone(),
+        }))
+    }
+
+    /// What each accepted connection is handed to, with its listener's tag.
+    pub fn on_accept(&self, f: impl Fn(RingStream, usize) + 'static) {
+        *self.on_accept.borrow_mut() = Some(Box::new(f));
+    }
+
+    /// Called after every busy turn (`true`) and before waiting (`false`).
+    pub fn on_turn(&self, f: impl Fn(bool) + 'static) {
+        *self.on_turn.borrow_mut() = Some(Box::new(f));
+    }
+
+    fn tell_turn(&self, busy: bool) {
+        if let Some(f) = self.on_turn.borrow().as_ref() {
+            f(busy);
+        }
+    }
+
+    /// Accepts on `fd` (a listening socket the ring now owns), multishot.
+    pub fn listen(&self, fd: OwnedFd, tag: usize) {
+        let mut st = self.state.borrow_mut();
+        let index = st.listeners.len();
+        self.push(
+            opcode::AcceptMulti::new(types::Fd(fd.as_raw_fd()))
+                .flags(libc::SOCK_CLOEXEC)
+                .build()
+                .user_data(user_data(ACCEPT, index)),
+        );
+        st.listeners.push(Listener { fd, tag, armed: true });
+    }
+
+    /// Stops accepting; the driver returns once every connection is gone.
+    pub fn stop(&self) {
+        let mut st = self.state.borrow_mut();
+        st.stopping = true;
+        for l in &st.listeners {
+            // SAFETY: the listener's own open fd: out of LISTEN at once,
+            // and its pending accept completes.
+            unsafe { libc::shutdown(l.fd.as_raw_fd(), libc::SHUT_RDWR) };
+        }
+        drop(st);
+        self.kick();
+    }
+
+    pub fn connections(&self) -> usize {
+        self.state.borrow().conns.len()
+    }
+
+    fn push(&self, sqe: squeue::Entry) {
+        // SAFETY: single-threaded; every buffer an entry points to lives in
+        // a `Conn` (or `State`) until the entry's completion is reaped.
+        unsafe {
+            let mut sq = self.uring.submission_shared();
+            while sq.push(&sqe).is_err() {
+                sq.sync();
+                drop(sq);
+                let _ = self.uring.submitter().submit();
+                sq = self.uring.submission_shared();
+            }
+        }
+    }
+
+    fn kick(&self) {
+        self.kicked.set(true);
+        if let Some(w) = self.driver.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    fn target(&self, key: usize, fd: RawFd, fixed: bool) -> Target {
+        if fixed {
+            Target::Fixed(types::Fixed(key as u32))
+        } else {
+            Target::Fd(types::Fd(fd))
+        }
+    }
+
+    fn arm_recv(&self, key: usize, c: &mut Conn, group: u16) {
+        let e = match self.target(key, c.fd, c.fixed) {
+            Target::Fixed(f) => opcode::RecvMulti::new(f, group).build(),
+            Target::Fd(f) => opcode::RecvMulti::new(f, group).build(),
+        };
+        self.push(e.user_data(user_data(RECV, key)));
+        c.recv_armed = true;
+        c.starved = false;
+    }
+
+    fn arm_send(&self, key: usize, c: &mut Conn) {
+        let rest = &c.sending[c.sent..];
+        let (ptr, len) = (rest.as_ptr(), rest.len() as u32);
+        let e = match self.target(key, c.fd, c.fixed) {
+            Target::Fixed(f) => opcode::Send::new(f, ptr, len).flags(libc::MSG_NOSIGNAL).build(),
+            Target::Fd(f) => opcode::Send::new(f, ptr, len).flags(libc::MSG_NOSIGNAL).build(),
+        };
+        self.push(e.user_data(user_data(SEND, key)));
+        c.send_inflight = true;
+    }
+
+    /// Marks `key` for the next turn's submissions (and asks for that turn).
+    fn mark(&self, st: &mut State, key: usize) {
+        self.kicked.set(true);
+        if let Some(c) = st.conns.get_mut(key) {
+            if !c.dirty {
+                c.dirty = true;
+                st.dirty.push(key);
+            }
+        }
+    }
+
+    /// Queues this turn's sends and receive re-arms.
+    fn prepare(&self, st: &mut State) {
+        let State { conns, dirty, bufs, .. } = st;
+        let group = bufs.group();
+        let have_buffers = bufs.lent < bufs.count() as u32;
+        for key in std::mem::take(dirty) {
+            let Some(c) = conns.get_mut(key) else { continue };
+            c.dirty = false;
+            if !c.send_inflight && !c.queued.is_empty() && !c.failed {
+                std::mem::swap(&mut c.queued, &mut c.sending);
+                c.sent = 0;
+                self.arm_send(key, c);
+            }
+            if !c.recv_armed && !c.eof && !c.released {
+                if c.starved && !have_buffers {
+                    // Still nothing to receive into: when a buffer returns.
+                    c.dirty = true;
+                    dirty.push(key);
+                } else {
+                    self.arm_recv(key, c, group);
+                }
+            }
+        }
+    }
+
+    /// One turn: submit what is queued, run the kernel's deferred work and
+    /// reap every completion. Returns the completions handled.
+    fn turn(&self) -> usize {
+        self.prepare(&mut self.state.borrow_mut());
+        let submitter = self.uring.submitter();
+        // SAFETY: GETEVENTS with min_complete 0 never blocks; it runs the
+        // deferred task work that posts completions (DEFER_TASKRUN).
+        let entered = if self.config.sqpoll_ms > 0 {
+            submitter.submit()
+        } else {
+            let pending = unsafe { self.uring.submission_shared().len() } as u32;
+            unsafe {
+                submitter.enter::<libc::sigset_t>(pending, 0, 1 /* IORING_ENTER_GETEVENTS */, None)
+            }
+        };
+        if let Err(e) = entered {
+            if e.raw_os_error() != Some(libc::EINTR) && e.raw_os_error() != Some(libc::EBUSY) {
+                log::warning(&format!("client ring: io_uring_enter: {e}"));
+            }
+        }
+        self.reap()
+    }
+
+    fn reap(&self) -> usize {
+        let mut handled = 0;
+        let mut st = self.state.borrow_mut();
+        // SAFETY: only this thread touches the completion queue.
+        let cq = unsafe { self.uring.completion_shared() };
+        for cqe in cq {
+            handled += 1;
+            let (data, res, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
+            let key = (data >> 8) as usize;
+            match data & 0xff {
+                ACCEPT => self.accepted(&mut st, key, res, flags),
+                RECV => self.received(&mut st, key, res, flags),
+                SEND => self.sent(&mut st, key, res),
+                _ => {}
+            }
+        }
+        let accepted = std::mem::take(&mut st.accepted);
+        drop(st);
+        if !accepted.is_empty() {
+            let on_accept = self.on_accept.borrow();
+            let me = self.me.upgrade().expect("the ring is alive while it drives");
+            for (key, tag) in accepted {
+                let stream = RingStream::new(me.clone(), key);
+                match on_accept.as_ref() {
+                    Some(f) => f(stream, tag),
+                    None => drop(stream),
+                }
+            }
+        }
+        handled
+    }
+
+    fn accepted(&self, st: &mut State, index: usize, res: i32, flags: u32) {
+        let more = cqueue::more(flags);
+        if res >= 0 {
+            let fd = res;
+            if st.stopping {
+                // SAFETY: a new connected socket nobody else knows of.
+                unsafe { libc::close(fd) };
+            } else {
+                let key = st.conns.vacant_key();
+                let fixed = (key as u32) < self.fixed_files
+                    && self.uring.submitter().register_files_update(key as u32, &[fd]).is_ok();
+                let mut c = Conn {
+                    fd,
+                    fixed,
+                    input: VecDeque::new(),
+                    eof: false,
+                    recv_armed: false,
+                    starved: false,
+                    reader: None,
+                    queued: Vec::new(),
+                    sending: Vec::new(),
+                    sent: 0,
+                    send_inflight: false,
+                    failed: false,
+                    writer: None,
+                    released: false,
+                    dirty: false,
+                    cancelling: false,
+                };
+                self.arm_recv(key, &mut c, st.bufs.group());
+                st.conns.insert(c);
+                let tag = st.listeners[index].tag;
+                st.accepted.push((key, tag));
+            }
+        } else if !st.stopping && res != -libc::ECANCELED {
+            log::warning(&format!("Accepting client connection: {}", std::io::Error::from_raw_os_error(-res)));
+        }
+        if !more {
+            let l = &mut st.listeners[index];
+            l.armed = false;
+            if !st.stopping {
+                let fd = l.fd.as_raw_fd();
+                l.armed = true;
+                self.push(
+                    opcode::AcceptMulti::new(types::Fd(fd))
+                        .flags(libc::SOCK_CLOEXEC)
+                        .build()
+                        .user_data(user_data(ACCEPT, index)),
+                );
+            }
+        }
+    }
+
+    fn received(&self, st: &mut State, key: usize, res: i32, flags: u32) {
+        let more = cqueue::more(flags);
+        let bid = cqueue::buffer_select(flags);
+        if bid.is_some() {
+            st.bufs.lent += 1;
+        }
+        let Some(c) = st.conns.get_mut(key) else {
+            if let Some(bid) = bid {
+                st.bufs.recycle(bid);
+            }
+            return;
+        };
+        if !more {
+            c.recv_armed = false;
+        }
+        match (res, bid) {
+            (n, Some(bid)) if n > 0 => {
+                if c.released {
+                    st.bufs.recycle(bid);
+                } else {
+                    c.input.push_back((bid, 0, n as u32));
+                }
+            }
+            (n, None) if n > 0 => {}
+            (0, _) => c.eof = true,
+            (e, _) if e == -libc::ENOBUFS => c.starved = true,
+            _ => c.eof = true,
+        }
+        if let Some(w) = c.reader.take() {
+            w.wake();
+        }
+        if !c.recv_armed && !c.eof && !c.released {
+            self.mark(st, key);
+        }
+        self.maybe_finish(st, key);
+    }
+
+    fn sent(&self, st: &mut State, key: usize, res: i32) {
+        let Some(c) = st.conns.get_mut(key) else { return };
+        c.send_inflight = false;
+        if res < 0 {
+            c.failed = true;
+            c.queued.clear();
+            c.sending.clear();
+            c.sent = 0;
+        } else {
+            c.sent += res as usize;
+            if c.sent < c.sending.len() {
+                // A short write: the rest goes now.
+                self.arm_send(key, c);
+                return;
+            }
+            c.sending.clear();
+            c.sent = 0;
+            if c.sending.capacity() > self.config.write_high_water {
+                c.sending = Vec::new();
+            }
+            if !c.queued.is_empty() {
+                self.mark(st, key);
+            }
+        }
+        if let Some(c) = st.conns.get_mut(key) {
+            if let Some(w) = c.writer.take() {
+                w.wake();
+            }
+        }
+        self.maybe_finish(st, key);
+    }
+
+    /// A released connection whose output is out (or undeliverable): cancel
+    /// its receive; once nothing is in flight, close it and free the slot.
+    fn maybe_finish(&self, st: &mut State, key: usize) {
+        let Some(c) = st.conns.get_mut(key) else { return };
+        if !c.released || c.send_inflight || (!c.queued.is_empty() && !c.failed) {
+            return;
+        }
+        if c.recv_armed {
+            if std::mem::replace(&mut c.cancelling, true) {
+                return;
+            }
+            self.push(opcode::AsyncCancel::new(user_data(RECV, key)).build().user_data(user_data(IGNORED, key)));
+            return;
+        }
+        let c = st.conns.remove(key);
+        for (bid, _, _) in c.input {
+            st.bufs.recycle(bid);
+        }
+        if c.fixed {
+            let _ = self.uring.submitter().register_files_update(key as u32, &[-1]);
+        }
+        // SAFETY: the connection's own fd; nothing in flight uses it.
+        unsafe { libc::close(c.fd) };
+    }
+
+    fn finished(&self) -> bool {
+        let st = self.state.borrow();
+        st.stopping && st.conns.is_empty() && st.listeners.iter().all(|l| !l.armed)
+    }
+
+    /// The driver: runs turns while there is work, parks the executor on the
+    /// ring's eventfd when there is none. Returns after [`Ring::stop`] once
+    /// everything is reaped.
+    pub async fn drive(self: Rc<Self>) {
+        let mut readiness = glommio::net::ReadReadiness::new(self.eventfd.as_raw_fd());
+        let mut busy_turns = 0u32;
+        loop {
+            self.kicked.set(false);
+            self.turn();
+            if self.finished() {
+                return;
+            }
+            // Another turn at once only when it has something to submit:
+            // completions that woke connections bring them back through a
+            // kick when they have written; the rest needs nothing more.
+            // SAFETY: only this thread touches the submission queue.
+            let unsubmitted = unsafe { !self.uring.submission_shared().is_empty() };
+            if unsubmitted || self.kicked.get() {
+                self.tell_turn(true);
+                busy_turns += 1;
+                if busy_turns.is_multiple_of(TURNS_PER_REACTOR_POLL) {
+                    glommio::executor().yield_task_queue_now().await;
+                } else {
+                    futures_lite::future::yield_now().await;
+                }
+                continue;
+            }
+            // Wait for a kick (woken connections run first) or, with none,
+            // let the executor park on the eventfd. The turn clock goes
+            // first: it must not outlive a park.
+            self.tell_turn(false);
+            let signalled = std::future::poll_fn(|cx| {
+                if self.kicked.get() {
+                    return Poll::Ready(false);
+                }
+                *self.driver.borrow_mut() = Some(cx.waker().clone());
+                readiness.poll_ready(cx).map(|()| true)
+            })
+            .await;
+            self.driver.borrow_mut().take();
+            if signalled {
+                // Reset the eventfd before the next turn's enter drains the
+                // kernel's work: with DEFER_TASKRUN it is signalled only when
+                // that work list goes from empty to not empty, so a reset
+                // after the enter could swallow the one signal of work added
+                // since.
+                let mut count = 0u64;
+                // SAFETY: reads 8 bytes into `count` from our eventfd.
+                unsafe { libc::read(self.eventfd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+            }
+        }
+    }
+}
+
+enum Target {
+    Fixed(types::Fixed),
+    Fd(types::Fd),
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        self.state.borrow().bufs.unregister(&self.uring);
+    }
+}

@@ -1,0 +1,118 @@
+//! A connection's end of the ring: reads take bytes from the provided
+//! buffers its receive filled, writes queue replies for the driver's next
+//! turn. Dropping it sends what is queued, then closes the socket.
+
+use super::{Ring, State};
+use futures_lite::{AsyncRead, AsyncWrite};
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+pub struct RingStream {
+    ring: Rc<Ring>,
+    key: usize,
+}
+
+impl RingStream {
+    pub(super) fn new(ring: Rc<Ring>, key: usize) -> Self {
+        RingStream { ring, key }
+    }
+
+    pub fn as_raw_fd(&self) -> RawFd {
+        self.ring.state.borrow().conns[self.key].fd
+    }
+
+    /// Copies received bytes into `buf`; `None` when there are none yet.
+    fn take_input(st: &mut State, key: usize, buf: &mut [u8]) -> Option<usize> {
+        let State { conns, bufs, .. } = st;
+        let c = &mut conns[key];
+        let mut n = 0;
+        while n < buf.len() {
+            let Some((bid, start, end)) = c.input.front_mut() else { break };
+            let bytes = &bufs.bytes(*bid, *end as usize)[*start as usize..];
+            let take = bytes.len().min(buf.len() - n);
+            buf[n..n + take].copy_from_slice(&bytes[..take]);
+            n += take;
+            *start += take as u32;
+            if *start == *end {
+                let bid = *bid;
+                c.input.pop_front();
+                bufs.recycle(bid);
+            }
+        }
+        (n > 0).then_some(n)
+    }
+}
+
+impl AsyncRead for RingStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+        let ring = &self.ring;
+        let mut st = ring.state.borrow_mut();
+        if let Some(n) = Self::take_input(&mut st, self.key, buf) {
+            // Buffers came back: a receive that ran out of them (waiting in
+            // the dirty list) can resume.
+            let starved = !st.dirty.is_empty();
+            drop(st);
+            if starved {
+                ring.kick();
+            }
+            return Poll::Ready(Ok(n));
+        }
+        let c = &mut st.conns[self.key];
+        if c.eof || buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        c.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl AsyncWrite for RingStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let ring = &self.ring;
+        let mut st = ring.state.borrow_mut();
+        let c = &mut st.conns[self.key];
+        if c.failed {
+            return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        }
+        // A slow reader: its replies stay queued up to the high-water mark,
+        // then the connection waits (and reads no more requests).
+        if !c.queued.is_empty()
+            && c.queued.len() + c.sending.len().saturating_sub(c.sent) >= ring.config.write_high_water
+        {
+            c.writer = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        c.queued.extend_from_slice(buf);
+        ring.mark(&mut st, self.key);
+        drop(st);
+        ring.kick();
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for RingStream {
+    fn drop(&mut self) {
+        let mut st = self.ring.state.borrow_mut();
+        let State { conns, bufs, .. } = &mut *st;
+        let c = &mut conns[self.key];
+        c.released = true;
+        c.reader = None;
+        c.writer = None;
+        for (bid, _, _) in c.input.drain(..) {
+            bufs.recycle(bid);
+        }
+        self.ring.maybe_finish(&mut st, self.key);
+        drop(st);
+        self.ring.kick();
+    }
+}

@@ -1,0 +1,91 @@
+//! A client socket, whichever side drives it: glommio's reactor (the
+//! default) or this core's own ring (`client-ring yes`).
+
+use crate::ring::RingStream;
+use futures_lite::{AsyncRead, AsyncWrite};
+use glommio::net::TcpStream;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+pub enum ClientStream {
+    Reactor(TcpStream),
+    Ring(RingStream),
+}
+
+impl ClientStream {
+    pub fn fd(&self) -> RawFd {
+        match self {
+            ClientStream::Reactor(s) => s.as_raw_fd(),
+            ClientStream::Ring(s) => s.as_raw_fd(),
+        }
+    }
+
+    fn with_socket<T>(&self, f: impl FnOnce(socket2::SockRef<'_>) -> T) -> T {
+        // SAFETY: the fd belongs to this stream, which outlives the borrow.
+        let fd = unsafe { BorrowedFd::borrow_raw(self.fd()) };
+        f(socket2::SockRef::from(&fd))
+    }
+
+    fn addr(a: std::io::Result<socket2::SockAddr>) -> std::io::Result<SocketAddr> {
+        a?.as_socket().ok_or_else(|| std::io::ErrorKind::InvalidInput.into())
+    }
+
+    pub fn peer_addr(&self) -> std::io::Result<SocketAddr> {
+        Self::addr(self.with_socket(|s| s.peer_addr()))
+    }
+
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Self::addr(self.with_socket(|s| s.local_addr()))
+    }
+
+    pub fn set_nodelay(&self, on: bool) -> std::io::Result<()> {
+        self.with_socket(|s| s.set_tcp_nodelay(on))
+    }
+
+    /// Redis's anetKeepAlive: first probe after `seconds`, then every third
+    /// of it, dead after three unanswered probes.
+    pub fn set_keepalive(&self, seconds: u64) {
+        if seconds == 0 {
+            return;
+        }
+        let ka = socket2::TcpKeepalive::new()
+            .with_time(std::time::Duration::from_secs(seconds))
+            .with_interval(std::time::Duration::from_secs((seconds / 3).max(1)))
+            .with_retries(3);
+        let _ = self.with_socket(|s| s.set_tcp_keepalive(&ka));
+    }
+}
+
+impl AsyncRead for ClientStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Reactor(s) => Pin::new(s).poll_read(cx, buf),
+            ClientStream::Ring(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for ClientStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            ClientStream::Reactor(s) => Pin::new(s).poll_write(cx, buf),
+            ClientStream::Ring(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Reactor(s) => Pin::new(s).poll_flush(cx),
+            ClientStream::Ring(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            ClientStream::Reactor(s) => Pin::new(s).poll_close(cx),
+            ClientStream::Ring(s) => Pin::new(s).poll_close(cx),
+        }
+    }
+}
