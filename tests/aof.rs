@@ -319,8 +319,13 @@ fn blocking_pops_are_logged_and_sigterm_flushes_everysec() {
     cmd(&mut c, &["RPUSH", "q3", "m", "n"]);
     let (got, moved) = waiter.join().unwrap();
     assert_eq!((got.1.as_str(), moved.as_str()), ("y", "m"));
-    cmd(&mut c, &["ZADD", "zq", "1", "a", "2", "b"]);
+    cmd(&mut c, &["ZADD", "zq", "1", "a", "2", "b", "3", "c", "4", "d"]);
     cmd(&mut c, &["BZPOPMIN", "zq", "1"]);
+    cmd(&mut c, &["BZMPOP", "1", "1", "zq", "MAX", "COUNT", "2"]);
+    cmd(&mut c, &["RPUSH", "{q}src", "1", "2", "3", "4", "5"]);
+    cmd(&mut c, &["BLMPOP", "1", "1", "{q}src", "RIGHT", "COUNT", "2"]);
+    cmd(&mut c, &["BLMOVE", "{q}src", "{q}dst", "LEFT", "LEFT", "1"]);
+    cmd(&mut c, &["BLMOVE", "{q}src", "{q}src", "LEFT", "RIGHT", "1"]);
     let before = state(&mut c);
     assert!(server.terminate().success());
     let server = Server::start_in(Some(&dir.0), &["--shards", "3", "--appendonly", "yes"]);
