@@ -191,10 +191,8 @@ pub fn prepare(config: &Config, shards: usize) -> Result<Option<Found>, String> 
             let mut manifest = Manifest::default();
             for shard in 0..shards {
                 let name = incr_name(config, shard, 1);
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(dir(config).join(&name))
+                // A leftover file of that name (no manifest names it) starts over.
+                std::fs::File::create(dir(config).join(&name))
                     .map_err(|e| format!("Can't create the AOF file {name}: {e}"))?;
                 manifest.files.push(FileEntry { name, seq: 1, kind: Kind::Incr, shard });
             }
