@@ -319,8 +319,13 @@ fn blocking_pops_are_logged_and_sigterm_flushes_everysec() {
     cmd(&mut c, &["RPUSH", "q3", "m", "n"]);
     let (got, moved) = waiter.join().unwrap();
     assert_eq!((got.1.as_str(), moved.as_str()), ("y", "m"));
-    cmd(&mut c, &["ZADD", "zq", "1", "a", "2", "b"]);
+    cmd(&mut c, &["ZADD", "zq", "1", "a", "2", "b", "3", "c", "4", "d"]);
     cmd(&mut c, &["BZPOPMIN", "zq", "1"]);
+    cmd(&mut c, &["BZMPOP", "1", "1", "zq", "MAX", "COUNT", "2"]);
+    cmd(&mut c, &["RPUSH", "{q}src", "1", "2", "3", "4", "5"]);
+    cmd(&mut c, &["BLMPOP", "1", "1", "{q}src", "RIGHT", "COUNT", "2"]);
+    cmd(&mut c, &["BLMOVE", "{q}src", "{q}dst", "LEFT", "LEFT", "1"]);
+    cmd(&mut c, &["BLMOVE", "{q}src", "{q}src", "LEFT", "RIGHT", "1"]);
     let before = state(&mut c);
     assert!(server.terminate().success());
     let server = Server::start_in(Some(&dir.0), &["--shards", "3", "--appendonly", "yes"]);
@@ -503,4 +508,39 @@ fn aof_interoperates_with_redis_server() {
     let server = start(&dir.0, 1, &["--save", ""]);
     let mut c = server.client();
     assert_eq!(redis_state, state(&mut c));
+}
+
+#[test]
+fn config_set_appendonly_at_runtime() {
+    let dir = TempDir::new("runtime");
+    let server = Server::start_in(Some(&dir.0), &["--shards", "2", "--save", ""]);
+    let mut c = server.client();
+    write_everything(&mut c);
+    cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+    cmd(&mut c, &["CONFIG", "SET", "appendfsync", "always"]);
+    cmd(&mut c, &["RPUSH", "after:on", "1", "2"]);
+    cmd(&mut c, &["EXPIRE", "after:on", "9000"]);
+    let info: String = redis::cmd("INFO").arg("persistence").query(&mut c).unwrap();
+    assert!(info.contains("aof_enabled:1"), "{info}");
+    let on = state(&mut c);
+    // Off: later writes are not logged; on again: a fresh AOF of the state.
+    cmd(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    cmd(&mut c, &["SET", "while:off", "x"]);
+    drop(server);
+    let server = start(&dir.0, 2, &[]);
+    let mut c = server.client();
+    assert_eq!(on, state(&mut c));
+    drop(server);
+    let server = Server::start_in(Some(&dir.0), &["--shards", "2", "--save", ""]);
+    let mut c = server.client();
+    cmd(&mut c, &["SET", "fresh", "1"]);
+    cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+    cmd(&mut c, &["CONFIG", "SET", "appendonly", "no"]);
+    cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"]);
+    cmd(&mut c, &["SET", "fresh", "2"]);
+    cmd(&mut c, &["CONFIG", "SET", "appendonly", "no"]); // flushes
+    drop(server);
+    let server = start(&dir.0, 2, &[]);
+    let mut c = server.client();
+    assert_eq!(state(&mut c), vec!["db0 fresh string bulk-string('\"2\"') expires -1".to_string()]);
 }

@@ -115,19 +115,49 @@ fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], n
         }
         BlockOp::Notify { .. } => keys.iter().any(|k| fits(shard, req, k, now)),
     };
-    if served && shard.effects.is_some() {
-        // The pop's effect: the popped keys' (and a local BLMOVE
-        // destination's) new state.
-        for key in keys {
-            shard.log_key_state(req.db, key, now);
-        }
-        if let BlockOp::Move { dst, dst_shard, .. } = &req.op {
-            if *dst_shard == core.index {
-                shard.log_key_state(req.db, dst, now);
-            }
-        }
+    if served && shard.effects.is_some() && out.first() != Some(&b'-') {
+        log_pop(core, shard, req, keys, &out);
     }
     served.then_some(out)
+}
+
+/// A served blocking pop's effect, as Redis propagates it: the non-blocking
+/// pop it amounts to (BLPOP -> LPOP key, BZMPOP -> ZPOPMIN key n, BLMOVE ->
+/// the pop plus, for a local destination, the push), read off the reply.
+fn log_pop(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], reply: &[u8]) {
+    let leaves = shard::propagate::leaves(reply);
+    let side = |head: bool| -> &'static [u8] {
+        if head {
+            b"LPOP"
+        } else {
+            b"RPOP"
+        }
+    };
+    let zside = |max: bool| -> &'static [u8] {
+        if max {
+            b"ZPOPMAX"
+        } else {
+            b"ZPOPMIN"
+        }
+    };
+    let mut n = itoa::Buffer::new();
+    match (&req.op, leaves.as_slice()) {
+        (BlockOp::Pop { from_head }, [key, ..]) => shard.log_effect(req.db, &[side(*from_head), key]),
+        (BlockOp::ZPop { max }, [key, ..]) => shard.log_effect(req.db, &[zside(*max), key]),
+        (BlockOp::MPop { from_head, .. }, [key, elems @ ..]) => {
+            shard.log_effect(req.db, &[side(*from_head), key, n.format(elems.len()).as_bytes()])
+        }
+        (BlockOp::ZMPop { max, .. }, [key, pairs @ ..]) => {
+            shard.log_effect(req.db, &[zside(*max), key, n.format(pairs.len() / 2).as_bytes()])
+        }
+        (BlockOp::Move { dst, dst_shard, to_head, from_head }, [value]) => {
+            shard.log_effect(req.db, &[side(*from_head), keys[0]]);
+            if *dst_shard == core.index {
+                shard.log_effect(req.db, &[if *to_head { b"LPUSH" } else { b"RPUSH" }, dst, value]);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Whether `key` holds data of the type `req` waits for.

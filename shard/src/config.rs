@@ -318,8 +318,7 @@ pub static PARAMS: &[Param] = &[
         .stop_writes_on_bgsave_error =
         yes_no(v)?),
     param!("rdb-del-sync-files", true, |c| show_yes_no(c.rdb_del_sync_files), |c, v| c.rdb_del_sync_files = yes_no(v)?),
-    // Switching the AOF on or off needs a rewrite Redis starts from CONFIG
-    // SET; here it is decided at start (CONFIG SET refuses a change).
+    // CONFIG SET switches the AOF on (a fresh AOF of the data) or off.
     param!("appendonly", true, |c| show_yes_no(c.appendonly), |c, v| c.appendonly = yes_no(v)?),
     param!("appendfsync", true, |c| c.appendfsync.name().into(), |c, v| {
         c.appendfsync = match one(v)?.to_ascii_lowercase().as_str() {

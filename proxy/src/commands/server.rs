@@ -335,9 +335,6 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         if !param.mutable {
             return conn.error(&failed("can't set immutable config"));
         }
-        if param.name == "appendonly" && !value.eq_ignore_ascii_case(&candidate.get("appendonly").unwrap_or_default()) {
-            return conn.error(&failed("appendonly is decided at start in corekv (restart with the new setting)"));
-        }
         if changes.iter().any(|(n, _)| *n == param.name) {
             return conn.error(&failed("duplicate parameter"));
         }
@@ -351,6 +348,8 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         }
         changes.push((param.name.to_string(), value));
     }
+    let aof_was = conn.core.aof.enabled.get();
+    let aof_wanted = candidate.appendonly;
     let applied = call_all(&conn.core, move |core| {
         let mut shard = core.shard.borrow_mut();
         for (name, value) in &changes {
@@ -368,6 +367,16 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     }
     // `save` and `stop-writes-on-bgsave-error` decide whether writes are refused.
     persistence::refresh_deny_writes(&conn.core).await;
+    match (aof_was, aof_wanted) {
+        (false, true) => {
+            if let Err(e) = persistence::aof::turn_on(&conn.core).await {
+                log::warning(&format!("Redis needs to enable the AOF but can't: {e}"));
+                return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument 'appendonly') - {e}"));
+            }
+        }
+        (true, false) => persistence::aof::turn_off(&conn.core).await,
+        _ => {}
+    }
     reply(conn, |r| r.ok());
 }
 

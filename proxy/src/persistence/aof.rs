@@ -191,10 +191,8 @@ pub fn prepare(config: &Config, shards: usize) -> Result<Option<Found>, String> 
             let mut manifest = Manifest::default();
             for shard in 0..shards {
                 let name = incr_name(config, shard, 1);
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(dir(config).join(&name))
+                // A leftover file of that name (no manifest names it) starts over.
+                std::fs::File::create(dir(config).join(&name))
                     .map_err(|e| format!("Can't create the AOF file {name}: {e}"))?;
                 manifest.files.push(FileEntry { name, seq: 1, kind: Kind::Incr, shard });
             }
@@ -357,7 +355,8 @@ impl Future for EffectsPending<'_> {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut shard = self.0.shard.borrow_mut();
-        let Some(log) = shard.effects.as_deref_mut() else { return Poll::Pending };
+        // Effects switched off (CONFIG SET appendonly no): the writer ends.
+        let Some(log) = shard.effects.as_deref_mut() else { return Poll::Ready(()) };
         if !log.buf.is_empty() {
             return Poll::Ready(());
         }
@@ -439,6 +438,100 @@ pub async fn start(core: &Rc<Core>, found: &Found) {
     core.aof.enabled.set(true);
     glommio::spawn_local(writer(core.clone())).detach();
     glommio::spawn_local(fsync_every_second(core.clone())).detach();
+}
+
+/// `CONFIG SET appendonly yes` on a running server: every shard starts a
+/// new incr file whose first content is its keyspace at that instant (taken
+/// in the same synchronous step that turns its effects on), then one
+/// manifest names them all and the files of an older AOF are removed.
+pub async fn turn_on(core: &Rc<Core>) -> Result<(), String> {
+    let config = core.config().clone();
+    std::fs::create_dir_all(dir(&config))
+        .map_err(|e| format!("Can't create the AOF directory {}: {e}", config.appenddirname))?;
+    let old = match std::fs::read_to_string(manifest_path(&config)) {
+        Ok(text) => Manifest::parse(&text).unwrap_or_default(),
+        Err(_) => Manifest::default(),
+    };
+    let seq = old.files.iter().map(|f| f.seq).max().unwrap_or(0) + 1;
+    let started = crate::mesh::call_all_tasks(core, move |c| start_appending(c, seq)).await;
+    let mut manifest = Manifest::default();
+    for r in started {
+        manifest.files.push(r.ok_or("a shard could not be reached")??);
+    }
+    write_manifest(&config, &manifest)?;
+    remove_unnamed(&config, &old, &manifest);
+    log::notice("Background append only file rewriting started");
+    Ok(())
+}
+
+async fn start_appending(core: Rc<Core>, seq: u64) -> Result<FileEntry, String> {
+    if core.aof.enabled.get() {
+        return Err("AOF is already on".into());
+    }
+    let config = core.config().clone();
+    let incr = FileEntry { name: incr_name(&config, core.index, seq), seq, kind: Kind::Incr, shard: core.index };
+    let file = BufferedFile::create(dir(&config).join(&incr.name))
+        .await
+        .map_err(|e| format!("Creating the AOF file {}: {e}", incr.name))?;
+    let permit = core.aof.lock.acquire_permit(1).await.map_err(|e| e.to_string())?;
+    let state = {
+        let mut shard = core.shard.borrow_mut();
+        shard.enable_effects();
+        if let Some(log) = shard.effects.as_deref_mut() {
+            log.buf.clear();
+            log.reselect();
+        }
+        render_keyspace(&shard, shard::unix_ms())
+    };
+    let len = state.len() as u64;
+    if len > 0 {
+        match file.write_at(state, 0).await {
+            Ok(n) if n as u64 == len => {}
+            _ => write_failed(&core, "Error writing the dataset to the new AOF"),
+        }
+    }
+    if let Err(e) = file.fdatasync().await {
+        write_failed(&core, &format!("Can't persist the AOF (fdatasync): {e}"));
+    }
+    let end = core.shard.borrow().effects.as_ref().map_or(0, |e| e.taken);
+    core.aof.pos.set(len);
+    core.aof.written.set(end);
+    core.aof.set_durable(end);
+    *core.aof.file.borrow_mut() = Some(Rc::new(file));
+    *core.aof.files.borrow_mut() = vec![incr.clone()];
+    {
+        let mut stats = core.aof.stats.borrow_mut();
+        (stats.base_size, stats.current_size) = (0, len);
+    }
+    core.aof.enabled.set(true);
+    drop(permit);
+    glommio::spawn_local(writer(core.clone())).detach();
+    glommio::spawn_local(fsync_every_second(core.clone())).detach();
+    Ok(incr)
+}
+
+/// `CONFIG SET appendonly no`: every shard writes and fsyncs what is
+/// pending, then stops logging effects (the files stay as they are).
+pub async fn turn_off(core: &Rc<Core>) {
+    crate::mesh::call_all_tasks(core, |c| async move {
+        flush_at_exit(&c).await;
+        let Ok(_permit) = c.aof.lock.acquire_permit(1).await else { return };
+        c.aof.enabled.set(false);
+        let mut shard = c.shard.borrow_mut();
+        if let Some(mut log) = shard.effects.take() {
+            if let Some(w) = log.waker.take() {
+                w.wake();
+            }
+        }
+        for db in &mut shard.dbs {
+            db.log_expired = false;
+            db.expired_log.clear();
+        }
+        drop(shard);
+        *c.aof.file.borrow_mut() = None;
+        c.aof.set_durable(u64::MAX);
+    })
+    .await;
 }
 
 /// Replays one file into this core's shard. A torn tail of the last file
@@ -610,6 +703,9 @@ async fn writer(core: Rc<Core>) {
     loop {
         EffectsPending(&core).await;
         let Ok(_permit) = core.aof.lock.acquire_permit(1).await else { return };
+        if !core.aof.enabled.get() {
+            return;
+        }
         let (bytes, end) = {
             let mut shard = core.shard.borrow_mut();
             let Some(log) = shard.effects.as_deref_mut() else { return };
@@ -657,7 +753,7 @@ fn write_failed(core: &Core, msg: &str) -> ! {
 async fn fsync_every_second(core: Rc<Core>) {
     loop {
         glommio::timer::sleep(Duration::from_secs(1)).await;
-        if core.process.shutting_down() {
+        if core.process.shutting_down() || !core.aof.enabled.get() {
             return;
         }
         let (policy, skip_on_rewrite) = {
