@@ -1,5 +1,6 @@
 //! Snapshots of the whole process into one RDB file, and loading it at
-//! start (`load.rs`); the per-shard append-only files (`aof.rs`). See ARCHITECTURE.md, "Persistence: snapshots".
+//! start (`load.rs`); the per-shard append-only files (`aof/`). See
+//! ARCHITECTURE.md, "Persistence: snapshots".
 //!
 //! A save: one save at a time in the process (`SaveStatus::in_progress`);
 //! the cut is a barrier every core's thread waits at (`cut.rs`); then each
