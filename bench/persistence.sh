@@ -37,9 +37,10 @@ trap cleanup EXIT
 now_ms() { date +%s%3N; }
 wait_up() { for _ in $(seq 600); do redis-cli -p "$1" ping 2>/dev/null | grep -q PONG && return; sleep 0.05; done; }
 info_field() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f {print $2}'; }
-mb_per_s() { awk -v b="$1" -v ms="$2" 'BEGIN { printf "%.0f", ms > 0 ? b / 1048576 / (ms / 1000) : 0 }'; }
+mb_per_s() { awk -v b="$1" -v ms="$2" 'BEGIN { printf "%.0f", (ms > 0) ? b / 1048576 / (ms / 1000) : 0 }'; }
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 secs() { awk -v ms="$1" 'BEGIN { printf "%.2f", ms / 1000 }'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b > 0 ? a / b : 0 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }'; }
 
 # start NAME PORT DIR [extra args...]: a pinned server on PORT with its
 # files in DIR; sets $pid.
@@ -106,7 +107,7 @@ save_and_load() {
   keys=$(redis-cli -p "$port" dbsize)
   stop "$port" "$pid"
   rm -f "$dir/dump.rdb"
-  echo "| $name | $keys | $((bytes / 1048576)) | $(secs $save_ms) | $(mb_per_s "$bytes" $save_ms) | $(secs $load_ms) | $(mb_per_s "$bytes" $load_ms) |"
+  echo "| $name | $keys | $(mb "$bytes") | $(secs $save_ms) | $(mb_per_s "$bytes" $save_ms) | $(secs $load_ms) | $(mb_per_s "$bytes" $load_ms) |"
 }
 
 # Proportional set size of a server and its children (Redis's fork), kB.
