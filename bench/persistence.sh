@@ -68,6 +68,16 @@ gen_small() {
       for (j = i; j < i + m; j++) out = out bulk("key:" j) bulk("value:" j)
       print out } }'
 }
+# gen_sized N: N keys with 100-byte values, the size the writers use, so
+# the writes of the BGSAVE section do not grow the dataset.
+gen_sized() {
+  awk -v n="$1" 'function bulk(s) { return "$" length(s) "\r\n" s "\r\n" }
+    BEGIN { ORS = ""; pad = sprintf("%100s", ""); gsub(/ /, "v", pad)
+      for (i = 0; i < n; i += 100) { m = i + 100 < n ? 100 : n - i
+      out = "*" (1 + 2 * m) "\r\n" bulk("MSET")
+      for (j = i; j < i + m; j++) out = out bulk("key:" sprintf("%012d", j)) bulk(pad)
+      print out } }'
+}
 gen_mixed() {
   awk -v n="$1" 'function bulk(s) { return "$" length(s) "\r\n" s "\r\n" }
     BEGIN { ORS = ""; pad = sprintf("%90s", ""); gsub(/ /, "x", pad)
@@ -131,8 +141,7 @@ bgsave_under_load() {
   port=$((24000 + RANDOM % 1000))
   dir=$work/$name-bgsave
   start "$name" "$port" "$dir" --save ''
-  gen_small "$keys" | taskset -c "$client_cpu" redis-cli -p "$port" --pipe >/dev/null
-  redis-cli -p "$port" config set save '' >/dev/null
+  gen_sized "$keys" | taskset -c "$client_cpu" redis-cli -p "$port" --pipe >/dev/null
   p99_idle=$(writers_p99 "$port" "$keys" 1000000)
   base=$(pss "$pid")
   peak=$base
