@@ -145,13 +145,8 @@ fn fill_and_recover(raw: &mut Raw, ballast: &Path) -> (Vec<String>, usize) {
         acked += 1;
         assert!(acked < 200, "the disk never filled");
     };
-    let mut seen = vec![
-        refusal,
-        say(raw, "PING"),
-        say(raw, "GET k"),
-        field(raw, "aof_last_write_status"),
-        say(raw, "SET k 2"),
-    ];
+    let mut seen =
+        vec![refusal, say(raw, "PING"), say(raw, "GET k"), field(raw, "aof_last_write_status"), say(raw, "SET k 2")];
     std::fs::remove_file(ballast).unwrap();
     // Retried once a second until a write succeeds.
     let deadline = Instant::now() + Duration::from_secs(30);
