@@ -384,17 +384,18 @@ pub async fn turn_off(core: &Rc<Core>) {
         flush_at_exit(&c).await;
         let Ok(_permit) = c.aof.lock.acquire_permit(1).await else { return };
         c.aof.enabled.set(false);
-        let mut shard = c.shard.borrow_mut();
-        if let Some(mut log) = shard.effects.take() {
-            if let Some(w) = log.waker.take() {
-                w.wake();
+        {
+            let mut shard = c.shard.borrow_mut();
+            if let Some(mut log) = shard.effects.take() {
+                if let Some(w) = log.waker.take() {
+                    w.wake();
+                }
+            }
+            for db in &mut shard.dbs {
+                db.log_expired = false;
+                db.expired_log.clear();
             }
         }
-        for db in &mut shard.dbs {
-            db.log_expired = false;
-            db.expired_log.clear();
-        }
-        drop(shard);
         *c.aof.file.borrow_mut() = None;
         c.aof.set_durable(u64::MAX);
         health::clear(&c).await;
