@@ -109,6 +109,27 @@ fn bgsave_and_bgrewriteaof_schedule_each_other_as_redis() {
     assert_eq!(say(&mut server.raw(), "GET k39"), "v39");
 }
 
+#[test]
+fn save_during_a_rewrite_answers_as_redis_once_the_rewrite_is_done() {
+    common::ensure_test_deps();
+    let (redis_dir, corekv_dir) = (TempDir::new("save-redis"), TempDir::new("save-corekv"));
+    let redis = Redis::start_with(&["--dir", redis_dir.path(), "--appendonly", "yes"]);
+    let server = Server::start_in(Some(&corekv_dir.0), &["--shards", "2", "--appendonly", "yes"]);
+    for raw in [&mut redis.raw(), &mut server.raw()] {
+        for i in 0..20 {
+            raw.cmd_str(&format!("SET k{i} v{i}"));
+        }
+        raw.cmd_str("CONFIG SET rdb-key-save-delay 50000");
+        assert_eq!(say(raw, "BGREWRITEAOF"), "+Background append only file rewriting started");
+        assert_eq!(say(raw, "SAVE"), "+OK");
+    }
+    // corekv's SAVE waited for the rewrite (Redis saves beside its child).
+    let mut raw = server.raw();
+    assert_eq!(field(&mut raw, "aof_rewrite_in_progress"), "aof_rewrite_in_progress:0");
+    assert_eq!(field(&mut raw, "aof_rewrites"), "aof_rewrites:1");
+    assert!(corekv_dir.0.join("dump.rdb").exists());
+}
+
 /// A tmpfs of `size` mounted on a fresh folder (needs root), unmounted and
 /// removed when dropped.
 struct Tmpfs(TempDir);
