@@ -155,7 +155,8 @@ impl Drop for Tmpfs {
 /// Fills the disk until writes are refused, checks the refusal, frees
 /// space and waits until writes are accepted again. Returns what it saw
 /// and how many values were acknowledged.
-fn fill_and_recover(raw: &mut Raw, ballast: &Path) -> (Vec<String>, usize) {
+/// `meanwhile` runs while writes are refused.
+fn fill_and_recover(raw: &mut Raw, ballast: &Path, meanwhile: impl FnOnce(&mut Raw)) -> (Vec<String>, usize) {
     let value = "x".repeat(32 << 10);
     let mut acked = 0;
     let refusal = loop {
@@ -168,6 +169,7 @@ fn fill_and_recover(raw: &mut Raw, ballast: &Path) -> (Vec<String>, usize) {
     };
     let mut seen =
         vec![refusal, say(raw, "PING"), say(raw, "GET k"), field(raw, "aof_last_write_status"), say(raw, "SET k 2")];
+    meanwhile(raw);
     std::fs::remove_file(ballast).unwrap();
     // Retried once a second until a write succeeds.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -196,7 +198,7 @@ fn a_full_disk_refuses_writes_until_the_aof_can_be_written_again() {
     let redis = Redis::start_with(&["--dir", redis_disk.0.path(), "--appendonly", "yes"]);
     let mut raw = redis.raw();
     raw.cmd_str("SET k 1");
-    let (expected, _) = fill_and_recover(&mut raw, &redis_ballast);
+    let (expected, _) = fill_and_recover(&mut raw, &redis_ballast, |_| {});
     assert_eq!(expected[0], "-MISCONF Errors writing to the AOF file: No space left on device");
     drop(redis);
 
@@ -206,8 +208,17 @@ fn a_full_disk_refuses_writes_until_the_aof_can_be_written_again() {
     let server = Server::start_in(Some(&disk.0 .0), &args);
     let mut raw = server.raw();
     raw.cmd_str("SET k 1");
-    let (seen, acked) = fill_and_recover(&mut raw, &ballast);
+    // A rewrite on the full disk fails; the server goes on.
+    let rewrite_fails = |raw: &mut Raw| {
+        assert_eq!(say(raw, "BGREWRITEAOF"), "+Background append only file rewriting started");
+        wait_for(raw, &["aof_rewrite_in_progress:0", "aof_last_bgrewrite_status:err"]);
+        assert!(say(raw, "PING").starts_with("-MISCONF"));
+    };
+    let (seen, acked) = fill_and_recover(&mut raw, &ballast, rewrite_fails);
     assert_eq!(seen, expected);
+    assert_eq!(say(&mut raw, "BGREWRITEAOF"), "+Background append only file rewriting started");
+    wait_for(&mut raw, &["aof_rewrite_in_progress:0", "aof_last_bgrewrite_status:ok"]);
+    raw.cmd_str("SET after rewrite");
     let log = server.log.lock().unwrap().join("\n");
     // The first failure logs (a short write or ENOSPC); Redis's rate limit
     // keeps the retries quiet.
@@ -222,7 +233,7 @@ fn a_full_disk_refuses_writes_until_the_aof_can_be_written_again() {
     let server = Server::start_in(Some(&disk.0 .0), &args);
     let mut raw = server.raw();
     assert_eq!(say(&mut raw, "GET k"), "3");
-    assert_eq!(say(&mut raw, "DBSIZE"), format!(":{}", acked + 1));
+    assert_eq!(say(&mut raw, "DBSIZE"), format!(":{}", acked + 2));
     assert_eq!(say(&mut raw, &format!("STRLEN big{}", acked - 1)), format!(":{}", 32 << 10));
 }
 

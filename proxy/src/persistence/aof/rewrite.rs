@@ -123,9 +123,9 @@ async fn switch_steps(core: &Rc<Core>, config: &Config, walk: bool) -> Result<()
     let (tail, tail_end, snapshot) = {
         let mut shard = core.shard.borrow_mut();
         shard.log_expired_keys();
-        // What a failed write left goes first (`Aof::unwritten`).
+        // What a failed write left goes first; `Aof::unwritten` keeps the
+        // tail until it is in the old file.
         let Some((tail, end)) = core.aof.take_effects(&mut shard) else { return Err("AOF is off".into()) };
-        core.aof.unwritten.borrow_mut().clear();
         if let Some(log) = shard.effects.as_deref_mut() {
             log.reselect();
         }
@@ -144,15 +144,26 @@ async fn switch_steps(core: &Rc<Core>, config: &Config, walk: bool) -> Result<()
     // The old file gets the effects of before the cut.
     if let Some(old_file) = old_file {
         let len = tail.len() as u64;
-        if len > 0 {
-            match old_file.write_at(tail, old_pos).await {
-                Ok(n) if n as u64 == len => {}
-                Ok(_) | Err(_) => fatal_write_error(core, "Error writing to the AOF file during a rewrite"),
+        let wrote = if len == 0 { Ok(0) } else { old_file.write_at(tail, old_pos).await.map(|n| n as u64) };
+        if !matches!(wrote, Ok(n) if n == len) {
+            // Back to the old file, where the writer retries the rest of
+            // the tail; this shard's rewrite fails (its new incr file is
+            // unnamed by the final manifest and removed).
+            let n = *wrote.as_ref().unwrap_or(&0);
+            *core.aof.file.borrow_mut() = Some(old_file);
+            core.aof.pos.set(old_pos);
+            core.aof.wrote(n);
+            core.aof.files.borrow_mut().pop();
+            if walk {
+                core.shard.borrow_mut().end_snapshot();
             }
+            drop(permit);
+            health::write_failed(core, wrote.map(|n| (n, len)).map_err(health::os_error)).await;
+            return Err("Error writing to the AOF file before the rewrite's switch".into());
         }
-        if let Err(e) = old_file.fdatasync().await {
-            fatal_write_error(core, &format!("Can't persist the AOF (fdatasync): {e}"));
-        }
+        core.aof.unwritten.borrow_mut().clear();
+        let synced = old_file.fdatasync().await.map_err(health::os_error);
+        health::fsync_done(core, synced).await;
     }
     core.aof.written.set(tail_end);
     core.aof.set_durable(tail_end);
