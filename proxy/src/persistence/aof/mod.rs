@@ -378,8 +378,10 @@ async fn start_appending(core: Rc<Core>, seq: u64) -> Result<FileEntry, String> 
 }
 
 /// `CONFIG SET appendonly no`: every shard writes and fsyncs what is
-/// pending, then stops logging effects (the files stay as they are).
+/// pending, then stops logging effects (the files stay as they are); a
+/// scheduled rewrite is dropped, as Redis's stopAppendOnly does.
 pub async fn turn_off(core: &Rc<Core>) {
+    core.process.save_status.rewrite_scheduled.store(false, Ordering::Relaxed);
     crate::mesh::call_all_tasks(core, |c| async move {
         flush_at_exit(&c).await;
         let Ok(_permit) = c.aof.lock.acquire_permit(1).await else { return };
