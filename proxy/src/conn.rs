@@ -306,9 +306,14 @@ impl Connection {
             self.error(NOAUTH);
             return None;
         }
-        // Redis refuses writes (and PING) after a failed BGSAVE.
-        if self.core.save.deny_writes.get() && (spec.has_flag(flags::WRITE) || spec.name == "ping") {
-            self.error(crate::persistence::MISCONF);
+        // Redis refuses writes (and PING) after a failed BGSAVE, or while
+        // the AOF cannot be written.
+        let (rdb_failed, aof_failing) = (self.core.save.deny_writes.get(), self.core.aof.refusals.any.get());
+        if (rdb_failed || aof_failing) && (spec.has_flag(flags::WRITE) || spec.name == "ping") {
+            match rdb_failed {
+                true => self.error(crate::persistence::MISCONF),
+                false => self.error(&crate::persistence::aof::misconf(&self.core)),
+            }
             return None;
         }
         if self.cluster && self.redirected(spec, &args) {

@@ -64,6 +64,9 @@ pub struct Config {
     pub aof_use_rdb_preamble: bool,
     /// No fsync of the AOF while a rewrite runs.
     pub no_appendfsync_on_rewrite: bool,
+    /// Redis's debugging pause per key a snapshot walk writes: µs, or ns
+    /// when negative; the walk sleeps (the shard keeps serving).
+    pub rdb_key_save_delay: i64,
     /// Client sockets on corekv's own io_uring per shard (proxy/src/ring/);
     /// `no`: glommio's reactor, as before.
     pub client_ring: bool,
@@ -157,6 +160,7 @@ impl Default for Config {
             aof_load_truncated: true,
             aof_use_rdb_preamble: true,
             no_appendfsync_on_rewrite: false,
+            rdb_key_save_delay: 0,
             client_ring: true,
             client_ring_sqpoll_ms: 0,
         }
@@ -348,6 +352,8 @@ pub static PARAMS: &[Param] = &[
     param!("no-appendfsync-on-rewrite", true, |c| show_yes_no(c.no_appendfsync_on_rewrite), |c, v| c
         .no_appendfsync_on_rewrite =
         yes_no(v)?),
+    param!("rdb-key-save-delay", true, |c| c.rdb_key_save_delay.to_string(), |c, v| c.rdb_key_save_delay =
+        int_in(v, i32::MIN as i64, i32::MAX as i64)?),
     // Sorted-set encoding thresholds; the ziplist names are Redis 7.0's aliases.
     param!("zset-max-listpack-entries", true, |c| c.zset_max_listpack_entries.to_string(), |c, v| c
         .zset_max_listpack_entries =

@@ -8,26 +8,38 @@ use shard::Args;
 use std::sync::atomic::Ordering::Relaxed;
 
 const IN_PROGRESS: &str = "ERR Background save already in progress";
+const REWRITING: &str = "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.";
 
 /// SAVE: a point-in-time snapshot; replies once it is on disk. Unlike
-/// Redis, other clients keep being served meanwhile.
+/// Redis, other clients keep being served meanwhile. Redis saves beside a
+/// running AOF rewrite; here the walk is the rewrite's until it ends.
 pub async fn save(conn: &mut Connection) {
-    match persistence::save(&conn.core, false).await {
-        Ok(()) => reply(conn, |r| r.ok()),
-        Err(SaveError::InProgress) => conn.error(IN_PROGRESS),
-        Err(SaveError::Failed(_)) => conn.error("ERR"),
+    loop {
+        match persistence::save(&conn.core, false).await {
+            Ok(()) => return reply(conn, |r| r.ok()),
+            Err(SaveError::InProgress) => return conn.error(IN_PROGRESS),
+            Err(SaveError::Rewriting) => glommio::timer::sleep(std::time::Duration::from_millis(10)).await,
+            Err(SaveError::Failed(_)) => return conn.error("ERR"),
+        }
     }
 }
 
-/// BGSAVE [SCHEDULE]: replies once the cut is taken. SCHEDULE only
-/// differs while an AOF rewrite runs, which never overlaps a save here.
+/// BGSAVE [SCHEDULE]: replies once the cut is taken. While an AOF rewrite
+/// runs, an error, or with SCHEDULE a save that core 0's cron starts once
+/// the rewrite has ended (Redis's `rdb_bgsave_scheduled`).
 pub async fn bgsave(conn: &mut Connection, args: Args<'_>) {
-    if args.len() > 2 || (args.len() == 2 && !args.is(1, "schedule")) {
+    let schedule = args.len() == 2 && args.is(1, "schedule");
+    if args.len() > 2 || (args.len() == 2 && !schedule) {
         return conn.error(SYNTAX);
     }
     match persistence::bgsave(&conn.core).await {
         Ok(()) => reply(conn, |r| r.simple("Background saving started")),
         Err(SaveError::InProgress) => conn.error(IN_PROGRESS),
+        Err(SaveError::Rewriting) if schedule => {
+            conn.core.process.save_status.bgsave_scheduled.store(true, Relaxed);
+            reply(conn, |r| r.simple("Background saving scheduled"))
+        }
+        Err(SaveError::Rewriting) => conn.error(REWRITING),
         Err(SaveError::Failed(_)) => conn.error("ERR"),
     }
 }

@@ -10,7 +10,7 @@ use shard::rdb;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bytes a shard serializes before handing them to the file.
 const CHUNK: usize = 256 << 10;
@@ -30,7 +30,7 @@ pub(super) async fn write_part(core: &Rc<Core>, path: &Path) -> PartResult {
     let mut crc = rdb::Crc64::new();
     let mut len = 0u64;
     loop {
-        let done = core.shard.borrow_mut().snapshot_step(&mut buf, CHUNK, Instant::now() + SLICE);
+        let done = super::walk_step(core, &mut buf, CHUNK, SLICE).await;
         crc.update(&buf);
         len += buf.len() as u64;
         out.write_all(&buf).await.map_err(io)?;

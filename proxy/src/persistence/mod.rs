@@ -2,7 +2,7 @@
 //! start (`load.rs`); the per-shard append-only files (`aof/`). See
 //! ARCHITECTURE.md, "Persistence: snapshots".
 //!
-//! A save: one save at a time in the process (`SaveStatus::in_progress`);
+//! A save: one save or AOF rewrite at a time in the process (`SaveStatus::lock`);
 //! the cut is a barrier every core's thread waits at (`cut.rs`); then each
 //! core walks its shard cooperatively, streaming its part to
 //! `temp-<pid>.part<i>.rdb` through glommio's io_uring files; the coordinator
@@ -24,7 +24,7 @@ use file::{join, part_path, write_part};
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,10 +37,15 @@ const RETRY_DELAY_S: u64 = 5;
 /// Process-wide save facts for INFO, LASTSAVE and the schedule. Written by
 /// saves only (rare), never on the data path.
 pub struct SaveStatus {
-    /// The save lock: one snapshot at a time.
-    pub in_progress: AtomicBool,
+    /// The save lock: one snapshot walk at a time, a save's or an AOF
+    /// rewrite's (Redis's one child process): `FREE`, `SAVING`, `REWRITING`.
+    holder: AtomicU8,
     /// The running save is a BGSAVE (INFO's rdb_bgsave_in_progress).
     pub background: AtomicBool,
+    /// BGSAVE SCHEDULE during a rewrite / BGREWRITEAOF during a save: core
+    /// 0's cron starts it once the lock is free.
+    pub bgsave_scheduled: AtomicBool,
+    pub rewrite_scheduled: AtomicBool,
     /// Unix ms when the running save started.
     pub started_ms: AtomicU64,
     /// Unix seconds of the last successful save (LASTSAVE).
@@ -61,8 +66,10 @@ impl Default for SaveStatus {
     fn default() -> Self {
         let now = shard::unix_ms() / 1000;
         SaveStatus {
-            in_progress: AtomicBool::new(false),
+            holder: AtomicU8::new(FREE),
             background: AtomicBool::new(false),
+            bgsave_scheduled: AtomicBool::new(false),
+            rewrite_scheduled: AtomicBool::new(false),
             started_ms: AtomicU64::new(0),
             last_save: AtomicU64::new(now),
             last_try: AtomicU64::new(0),
@@ -74,6 +81,58 @@ impl Default for SaveStatus {
             load_expired: AtomicU64::new(0),
         }
     }
+}
+
+/// Who holds the save lock.
+const FREE: u8 = 0;
+const SAVING: u8 = 1;
+const REWRITING: u8 = 2;
+
+impl SaveStatus {
+    /// Takes the save lock for a save (`rewrite` false) or an AOF rewrite;
+    /// the error says who holds it.
+    pub fn lock(&self, rewrite: bool) -> Result<(), SaveError> {
+        let me = if rewrite { REWRITING } else { SAVING };
+        match self.holder.compare_exchange(FREE, me, Relaxed, Relaxed) {
+            Ok(_) => Ok(()),
+            Err(REWRITING) => Err(SaveError::Rewriting),
+            Err(_) => Err(SaveError::InProgress),
+        }
+    }
+
+    pub fn unlock(&self) {
+        self.holder.store(FREE, Relaxed);
+    }
+
+    /// A save (SAVE or BGSAVE) runs.
+    pub fn saving(&self) -> bool {
+        self.holder.load(Relaxed) == SAVING
+    }
+
+    /// A save or an AOF rewrite runs (Redis's hasActiveChildProcess).
+    pub fn busy(&self) -> bool {
+        self.holder.load(Relaxed) != FREE
+    }
+}
+
+/// One step of a snapshot walk into `out` (at most `max_bytes`, or one
+/// segment when `rdb-key-save-delay` is set, then the pause for each key
+/// it wrote: Redis's debugging delay, for tests that need a long save).
+/// True when the walk is complete.
+pub(crate) async fn walk_step(core: &Core, out: &mut Vec<u8>, max_bytes: usize, slice: Duration) -> bool {
+    let delay = core.config().rdb_key_save_delay;
+    if delay == 0 {
+        return core.shard.borrow_mut().snapshot_step(out, max_bytes, Instant::now() + slice);
+    }
+    let (before, total) = core.shard.borrow().snapshot_progress();
+    let done = core.shard.borrow_mut().snapshot_step(out, 1, Instant::now() + slice);
+    // A finished walk has dropped its counts: it wrote the rest.
+    let after = if done { total } else { core.shard.borrow().snapshot_progress().0 };
+    let per_key =
+        if delay > 0 { Duration::from_micros(delay as u64) } else { Duration::from_nanos(delay.unsigned_abs()) };
+    let keys = after.saturating_sub(before).min(u32::MAX as u64) as u32;
+    glommio::timer::sleep(per_key * keys).await;
+    done
 }
 
 /// A written part: (bytes, CRC-64), or why it failed.
@@ -100,6 +159,8 @@ pub const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, bu
 pub enum SaveError {
     /// Another save runs.
     InProgress,
+    /// An AOF rewrite holds the save lock.
+    Rewriting,
     Failed(String),
 }
 
@@ -131,7 +192,7 @@ pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
 }
 
 async fn save_here(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
-    lock(core)?;
+    core.process.save_status.lock(false)?;
     let started = begin(core, background);
     let result = match take_cut(core).await {
         Ok(cut) => finish(core, cut).await,
@@ -149,7 +210,7 @@ pub async fn bgsave(core: &Rc<Core>) -> Result<(), SaveError> {
 }
 
 async fn bgsave_here(core: &Rc<Core>) -> Result<(), SaveError> {
-    lock(core)?;
+    core.process.save_status.lock(false)?;
     let started = begin(core, true);
     match take_cut(core).await {
         Ok(cut) => {
@@ -162,15 +223,6 @@ async fn bgsave_here(core: &Rc<Core>) -> Result<(), SaveError> {
             Ok(())
         }
         Err(e) => end(core, true, started, Err(e)).await,
-    }
-}
-
-/// Takes the one-save-at-a-time lock.
-fn lock(core: &Core) -> Result<(), SaveError> {
-    let status = &core.process.save_status;
-    match status.in_progress.compare_exchange(false, true, Relaxed, Relaxed) {
-        Ok(_) => Ok(()),
-        Err(_) => Err(SaveError::InProgress),
     }
 }
 
@@ -210,7 +262,7 @@ async fn end(core: &Rc<Core>, background: bool, started: u64, result: Result<(),
         status.last_bgsave_secs.store(secs as i64, Relaxed);
     }
     status.background.store(false, Relaxed);
-    status.in_progress.store(false, Relaxed);
+    status.unlock();
     if background {
         refresh_deny_writes(core).await;
     }
@@ -361,24 +413,36 @@ async fn wait_for_parts(core: &Rc<Core>, seq: u64) -> Result<Vec<(u64, u64)>, St
     }
 }
 
-/// The save schedule, checked by core 0's cron: a BGSAVE when some save
-/// point `(seconds, changes)` is met, as Redis's serverCron does.
+/// Core 0's cron, as Redis's serverCron: a rewrite scheduled during a
+/// save, then the save points (a BGSAVE when some `(seconds, changes)` is
+/// met), then a BGSAVE scheduled during a rewrite; each only while neither
+/// a save nor a rewrite runs.
 pub async fn cron(core: &Rc<Core>) {
-    let points = core.config().save.clone();
     let status = &core.process.save_status;
-    if points.is_empty() || status.in_progress.load(Relaxed) {
+    if !status.busy() && status.rewrite_scheduled.load(Relaxed) {
+        // A failed start (the AOF turned off meanwhile) drops the schedule.
+        let _ = aof::start_rewrite(core);
+    }
+    if status.busy() {
         return;
     }
-    let dirty: u64 = call_all(core, |c| c.shard.borrow().dirty).await.into_iter().flatten().sum();
     let now = shard::unix_ms() / 1000;
-    let since_save = now.saturating_sub(status.last_save.load(Relaxed));
     let retry_ok =
         status.last_bgsave_ok.load(Relaxed) || now.saturating_sub(status.last_try.load(Relaxed)) > RETRY_DELAY_S;
-    if let Some((secs, changes)) = points.iter().find(|(s, c)| dirty >= *c && since_save >= *s) {
-        if retry_ok {
-            log::notice(&format!("{changes} changes in {secs} seconds. Saving..."));
-            let _ = bgsave(core).await;
+    let points = core.config().save.clone();
+    if !points.is_empty() {
+        let dirty: u64 = call_all(core, |c| c.shard.borrow().dirty).await.into_iter().flatten().sum();
+        let since_save = now.saturating_sub(status.last_save.load(Relaxed));
+        if let Some((secs, changes)) = points.iter().find(|(s, c)| dirty >= *c && since_save >= *s) {
+            if retry_ok {
+                log::notice(&format!("{changes} changes in {secs} seconds. Saving..."));
+                let _ = bgsave(core).await;
+                return;
+            }
         }
+    }
+    if status.bgsave_scheduled.load(Relaxed) && retry_ok && bgsave(core).await.is_ok() {
+        status.bgsave_scheduled.store(false, Relaxed);
     }
 }
 
@@ -393,7 +457,7 @@ pub async fn final_save(core: &Rc<Core>) -> Result<(), String> {
     log::notice("Saving the final RDB snapshot before exiting.");
     loop {
         match save(core, false).await {
-            Err(SaveError::InProgress) => glommio::timer::sleep(Duration::from_millis(10)).await,
+            Err(SaveError::InProgress | SaveError::Rewriting) => glommio::timer::sleep(Duration::from_millis(10)).await,
             Err(SaveError::Failed(e)) => return Err(e),
             Ok(()) => return Ok(()),
         }
@@ -405,8 +469,7 @@ pub async fn final_save(core: &Rc<Core>) -> Result<(), String> {
 /// AOF is off.
 pub fn info(core: &Core, dirty: u64, save_keys: (u64, u64), aof: &[aof::AofStats]) -> String {
     let s = &core.process.save_status;
-    let running = s.in_progress.load(Relaxed);
-    let background = running && s.background.load(Relaxed);
+    let background = s.saving() && s.background.load(Relaxed);
     let current = if background { ((shard::unix_ms() - s.started_ms.load(Relaxed)) / 1000) as i64 } else { -1 };
     format!(
         "loading:0\r\nasync_loading:0\r\ncurrent_cow_peak:0\r\ncurrent_cow_size:0\r\ncurrent_cow_size_age:0\r\ncurrent_fork_perc:0.00\r\ncurrent_save_keys_processed:{}\r\ncurrent_save_keys_total:{}\r\nrdb_changes_since_last_save:{dirty}\r\nrdb_bgsave_in_progress:{}\r\nrdb_last_save_time:{}\r\nrdb_last_bgsave_status:{}\r\nrdb_last_bgsave_time_sec:{}\r\nrdb_current_bgsave_time_sec:{current}\r\nrdb_saves:{}\r\nrdb_last_cow_size:0\r\nrdb_last_load_keys_expired:{}\r\nrdb_last_load_keys_loaded:{}\r\n{}",
@@ -419,6 +482,6 @@ pub fn info(core: &Core, dirty: u64, save_keys: (u64, u64), aof: &[aof::AofStats
         s.saves.load(Relaxed),
         s.load_expired.load(Relaxed),
         s.loaded_keys.load(Relaxed),
-        aof::info_fields(aof),
+        aof::info_fields(aof, s.rewrite_scheduled.load(Relaxed)),
     )
 }

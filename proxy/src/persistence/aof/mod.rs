@@ -33,10 +33,12 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+mod health;
 mod manifest;
 mod replay;
 mod rewrite;
 
+pub use health::{misconf, Health, Refusals};
 pub use manifest::*;
 pub use replay::*;
 pub use rewrite::*;
@@ -86,6 +88,13 @@ pub struct Aof {
     /// The next incr file, created by a rewrite's first step.
     next: RefCell<Option<(FileEntry, BufferedFile)>>,
     pub stats: RefCell<AofStats>,
+    /// Effects taken from the log whose write failed or fell short: written
+    /// before anything newer (a copy per batch, so a failed write loses
+    /// nothing; the buffer is reused).
+    unwritten: RefCell<Vec<u8>>,
+    health: RefCell<Health>,
+    /// Every shard's AOF errors as this core knows them (MISCONF).
+    pub refusals: Refusals,
 }
 
 impl Default for Aof {
@@ -101,6 +110,9 @@ impl Default for Aof {
             files: RefCell::new(Vec::new()),
             next: RefCell::new(None),
             stats: RefCell::new(AofStats::default()),
+            unwritten: RefCell::new(Vec::new()),
+            health: RefCell::new(Health::default()),
+            refusals: Refusals::default(),
         }
     }
 }
@@ -111,6 +123,28 @@ impl Aof {
         for w in self.waiters.borrow_mut().drain(..) {
             w.wake();
         }
+    }
+
+    /// Moves the log's new effects behind those a failed write left;
+    /// returns what to write and the log position it ends at.
+    fn take_effects(&self, shard: &mut Shard) -> Option<(Vec<u8>, u64)> {
+        let log = shard.effects.as_deref_mut()?;
+        let new = log.take();
+        let mut unwritten = self.unwritten.borrow_mut();
+        unwritten.extend_from_slice(&new);
+        let bytes = if unwritten.len() == new.len() { new } else { unwritten.clone() };
+        Some((bytes, log.taken))
+    }
+
+    /// `n` bytes of `unwritten` reached the file.
+    fn wrote(&self, n: u64) {
+        let mut unwritten = self.unwritten.borrow_mut();
+        unwritten.drain(..n as usize);
+        if unwritten.is_empty() && unwritten.capacity() > 4 << 20 {
+            *unwritten = Vec::new();
+        }
+        self.pos.set(self.pos.get() + n);
+        self.stats.borrow_mut().current_size += n;
     }
 }
 
@@ -151,16 +185,12 @@ pub async fn flush_at_exit(core: &Rc<Core>) {
         return;
     }
     let Ok(_permit) = core.aof.lock.acquire_permit(1).await else { return };
-    let bytes = match core.shard.borrow_mut().effects.as_deref_mut() {
-        Some(log) => log.take(),
-        None => return,
-    };
+    let Some((bytes, _)) = core.aof.take_effects(&mut core.shard.borrow_mut()) else { return };
     let Some(file) = core.aof.file.borrow().clone() else { return };
     let len = bytes.len() as u64;
     if len > 0 {
-        let pos = core.aof.pos.get();
-        match file.write_at(bytes, pos).await {
-            Ok(n) if n as u64 == len => core.aof.pos.set(pos + len),
+        match file.write_at(bytes, core.aof.pos.get()).await {
+            Ok(n) if n as u64 == len => core.aof.wrote(len),
             _ => log::warning("Error writing to the AOF file at shutdown"),
         }
     }
@@ -251,10 +281,10 @@ pub async fn start(core: &Rc<Core>, found: &Found) {
             let len = loaded.len() as u64;
             match file.write_at(loaded, 0).await {
                 Ok(n) if n as u64 == len => size = len,
-                _ => write_failed(core, "Error writing the loaded dataset to the new AOF"),
+                _ => fatal_write_error(core, "Error writing the loaded dataset to the new AOF"),
             }
             if let Err(e) = file.fdatasync().await {
-                write_failed(core, &format!("Can't persist the AOF (fdatasync): {e}"));
+                fatal_write_error(core, &format!("Can't persist the AOF (fdatasync): {e}"));
             }
         }
     }
@@ -324,11 +354,11 @@ async fn start_appending(core: Rc<Core>, seq: u64) -> Result<FileEntry, String> 
     if len > 0 {
         match file.write_at(state, 0).await {
             Ok(n) if n as u64 == len => {}
-            _ => write_failed(&core, "Error writing the dataset to the new AOF"),
+            _ => fatal_write_error(&core, "Error writing the dataset to the new AOF"),
         }
     }
     if let Err(e) = file.fdatasync().await {
-        write_failed(&core, &format!("Can't persist the AOF (fdatasync): {e}"));
+        fatal_write_error(&core, &format!("Can't persist the AOF (fdatasync): {e}"));
     }
     let end = core.shard.borrow().effects.as_ref().map_or(0, |e| e.taken);
     core.aof.pos.set(len);
@@ -348,74 +378,84 @@ async fn start_appending(core: Rc<Core>, seq: u64) -> Result<FileEntry, String> 
 }
 
 /// `CONFIG SET appendonly no`: every shard writes and fsyncs what is
-/// pending, then stops logging effects (the files stay as they are).
+/// pending, then stops logging effects (the files stay as they are); a
+/// scheduled rewrite is dropped, as Redis's stopAppendOnly does.
 pub async fn turn_off(core: &Rc<Core>) {
+    core.process.save_status.rewrite_scheduled.store(false, Ordering::Relaxed);
     crate::mesh::call_all_tasks(core, |c| async move {
         flush_at_exit(&c).await;
         let Ok(_permit) = c.aof.lock.acquire_permit(1).await else { return };
         c.aof.enabled.set(false);
-        let mut shard = c.shard.borrow_mut();
-        if let Some(mut log) = shard.effects.take() {
-            if let Some(w) = log.waker.take() {
-                w.wake();
+        {
+            let mut shard = c.shard.borrow_mut();
+            if let Some(mut log) = shard.effects.take() {
+                if let Some(w) = log.waker.take() {
+                    w.wake();
+                }
+            }
+            for db in &mut shard.dbs {
+                db.log_expired = false;
+                db.expired_log.clear();
             }
         }
-        for db in &mut shard.dbs {
-            db.log_expired = false;
-            db.expired_log.clear();
-        }
-        drop(shard);
         *c.aof.file.borrow_mut() = None;
         c.aof.set_durable(u64::MAX);
+        health::clear(&c).await;
     })
     .await;
 }
 
 /// Writes the shard's effects to its incr file once per batch; with
 /// `appendfsync always` fdatasyncs before waking the replies that wait.
+/// After a failed write (`health.rs`) it retries once a second, or sooner
+/// when new effects come.
 async fn writer(core: Rc<Core>) {
     loop {
-        EffectsPending(&core).await;
+        if core.aof.unwritten.borrow().is_empty() {
+            EffectsPending(&core).await;
+        } else {
+            futures_lite::future::or(EffectsPending(&core), async {
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+            })
+            .await;
+        }
         let Ok(_permit) = core.aof.lock.acquire_permit(1).await else { return };
         if !core.aof.enabled.get() {
             return;
         }
-        let (bytes, end) = {
-            let mut shard = core.shard.borrow_mut();
-            let Some(log) = shard.effects.as_deref_mut() else { return };
-            let bytes = log.take();
-            (bytes, log.taken)
-        };
+        let Some((bytes, end)) = core.aof.take_effects(&mut core.shard.borrow_mut()) else { return };
         if bytes.is_empty() {
             continue;
         }
         let Some(file) = core.aof.file.borrow().clone() else { return };
         let len = bytes.len() as u64;
-        let pos = core.aof.pos.get();
-        match file.write_at(bytes, pos).await {
-            Ok(n) if n as u64 == len => {}
-            Ok(n) => write_failed(
-                &core,
-                &format!("Short write while writing to the AOF file: (nwritten={n}, expected={len})"),
-            ),
-            Err(e) => write_failed(&core, &format!("Error writing to the AOF file: {e}")),
-        }
-        core.aof.pos.set(pos + len);
-        core.aof.written.set(end);
-        core.aof.stats.borrow_mut().current_size += len;
-        let always = core.config().appendfsync == AppendFsync::Always;
-        if always {
-            if let Err(e) = file.fdatasync().await {
-                write_failed(&core, &format!("Can't persist the AOF (fdatasync): {e}"));
+        match file.write_at(bytes, core.aof.pos.get()).await {
+            Ok(n) => {
+                // A short write keeps its part: the rest follows it.
+                core.aof.wrote(n as u64);
+                if (n as u64) < len {
+                    health::write_failed(&core, Ok((n as u64, len))).await;
+                    continue;
+                }
             }
+            Err(e) => {
+                health::write_failed(&core, Err(health::os_error(e))).await;
+                continue;
+            }
+        }
+        core.aof.written.set(end);
+        health::write_ok(&core).await;
+        if core.config().appendfsync == AppendFsync::Always {
+            let synced = file.fdatasync().await.map_err(health::os_error);
+            health::fsync_done(&core, synced).await;
             core.aof.set_durable(end);
         }
     }
 }
 
-/// A lost write leaves a hole in the log that no later write can mend:
-/// Redis stops with `always`; here every policy stops, loudly.
-fn write_failed(core: &Core, msg: &str) -> ! {
+/// A lost write at start or in a rewrite's switch leaves a hole in the log
+/// that no later write can mend: the process stops, loudly.
+fn fatal_write_error(core: &Core, msg: &str) -> ! {
     core.aof.stats.borrow_mut().last_write_ok = false;
     log::warning(msg);
     log::warning("Can't recover from AOF write error. Exiting...");
@@ -443,29 +483,32 @@ async fn fsync_every_second(core: Rc<Core>) {
         let Ok(_permit) = core.aof.lock.acquire_permit(1).await else { return };
         let written = core.aof.written.get();
         let Some(file) = core.aof.file.borrow().clone() else { return };
-        if let Err(e) = file.fdatasync().await {
-            log::warning(&format!("Can't persist the AOF (fdatasync): {e}"));
-            continue;
+        let synced = file.fdatasync().await.map_err(health::os_error);
+        let ok = synced.is_ok();
+        health::fsync_done(&core, synced).await;
+        if ok {
+            core.aof.set_durable(written);
         }
-        core.aof.set_durable(written);
     }
 }
 
 /// INFO persistence's aof_* lines (Redis 7.0's names and order) from every
-/// shard's figures; empty `shards` when the AOF is off.
-pub fn info_fields(shards: &[AofStats]) -> String {
+/// shard's figures; empty `shards` when the AOF is off. `scheduled`: a
+/// BGREWRITEAOF waits for a save to end.
+pub fn info_fields(shards: &[AofStats], scheduled: bool) -> String {
     let enabled = !shards.is_empty();
     let in_progress = shards.iter().any(|s| s.rewrite_in_progress);
     let current_secs = shards.iter().filter_map(|s| s.rewrite_started).map(|t| t.elapsed().as_secs() as i64).max();
     let last_secs = shards.iter().map(|s| s.last_rewrite_secs).max().unwrap_or(-1);
     let ok = |b: bool| if b { "ok" } else { "err" };
     let mut out = format!(
-        "aof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:{last_secs}\r\n\
+        "aof_enabled:{}\r\naof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\naof_last_rewrite_time_sec:{last_secs}\r\n\
          aof_current_rewrite_time_sec:{}\r\naof_last_bgrewrite_status:{}\r\naof_rewrites:{}\r\n\
          aof_rewrites_consecutive_failures:0\r\naof_last_write_status:{}\r\naof_last_cow_size:0\r\n\
          module_fork_in_progress:0\r\nmodule_fork_last_cow_size:0\r\n",
         enabled as u8,
         in_progress as u8,
+        scheduled as u8,
         current_secs.unwrap_or(-1),
         ok(shards.iter().all(|s| s.last_rewrite_ok)),
         shards.iter().map(|s| s.rewrites).min().unwrap_or(0),

@@ -38,17 +38,10 @@ pub async fn rewrite_all(core: &Rc<Core>) -> Result<(), String> {
         remove_unnamed(&config, &next, &before);
         return Err(e);
     }
-    // An RDB base is streamed by the snapshot's copy-on-write walk, which
-    // serves one snapshot at a time: the rewrite holds the save lock (a
-    // BGSAVE meanwhile is refused as "in progress"); without it the bases
-    // are rendered in one synchronous pass per shard.
-    let saves = &core.process.save_status.in_progress;
-    let walk = config.aof_use_rdb_preamble
-        && saves.compare_exchange(false, true, Ordering::Relaxed, Ordering::Relaxed).is_ok();
+    // An RDB base is streamed by the snapshot's copy-on-write walk: the
+    // rewrite holds the save lock throughout (`start_rewrite`).
+    let walk = config.aof_use_rdb_preamble;
     let results = crate::mesh::call_all_tasks(core, move |c| switch_and_write_base(c, walk)).await;
-    if walk {
-        saves.store(false, Ordering::Relaxed);
-    }
     let after = current_files(core).await?;
     write_manifest(&config, &after)?;
     let mut named = before.clone();
@@ -130,16 +123,16 @@ async fn switch_steps(core: &Rc<Core>, config: &Config, walk: bool) -> Result<()
     let (tail, tail_end, snapshot) = {
         let mut shard = core.shard.borrow_mut();
         shard.log_expired_keys();
-        let Some(log) = shard.effects.as_deref_mut() else { return Err("AOF is off".into()) };
-        let tail = log.take();
-        let end = log.taken;
-        log.reselect();
+        // What a failed write left goes first; `Aof::unwritten` keeps the
+        // tail until it is in the old file.
+        let Some((tail, end)) = core.aof.take_effects(&mut shard) else { return Err("AOF is off".into()) };
+        if let Some(log) = shard.effects.as_deref_mut() {
+            log.reselect();
+        }
         let now = shard::unix_ms();
         let snapshot = if walk {
             shard.begin_snapshot(now, config.rdbcompression);
             Vec::new()
-        } else if config.aof_use_rdb_preamble {
-            render_rdb(&shard, now)
         } else {
             render_keyspace(&shard, now)
         };
@@ -151,15 +144,26 @@ async fn switch_steps(core: &Rc<Core>, config: &Config, walk: bool) -> Result<()
     // The old file gets the effects of before the cut.
     if let Some(old_file) = old_file {
         let len = tail.len() as u64;
-        if len > 0 {
-            match old_file.write_at(tail, old_pos).await {
-                Ok(n) if n as u64 == len => {}
-                Ok(_) | Err(_) => write_failed(core, "Error writing to the AOF file during a rewrite"),
+        let wrote = if len == 0 { Ok(0) } else { old_file.write_at(tail, old_pos).await.map(|n| n as u64) };
+        if !matches!(wrote, Ok(n) if n == len) {
+            // Back to the old file, where the writer retries the rest of
+            // the tail; this shard's rewrite fails (its new incr file is
+            // unnamed by the final manifest and removed).
+            let n = *wrote.as_ref().unwrap_or(&0);
+            *core.aof.file.borrow_mut() = Some(old_file);
+            core.aof.pos.set(old_pos);
+            core.aof.wrote(n);
+            core.aof.files.borrow_mut().pop();
+            if walk {
+                core.shard.borrow_mut().end_snapshot();
             }
+            drop(permit);
+            health::write_failed(core, wrote.map(|n| (n, len)).map_err(health::os_error)).await;
+            return Err("Error writing to the AOF file before the rewrite's switch".into());
         }
-        if let Err(e) = old_file.fdatasync().await {
-            write_failed(core, &format!("Can't persist the AOF (fdatasync): {e}"));
-        }
+        core.aof.unwritten.borrow_mut().clear();
+        let synced = old_file.fdatasync().await.map_err(health::os_error);
+        health::fsync_done(core, synced).await;
     }
     core.aof.written.set(tail_end);
     core.aof.set_durable(tail_end);
@@ -216,7 +220,7 @@ async fn stream_rdb_base(core: &Rc<Core>, file: &BufferedFile) -> Result<u64, St
     let mut pos = 0u64;
     let mut pending = head;
     loop {
-        let done = core.shard.borrow_mut().snapshot_step(&mut pending, CHUNK, Instant::now() + SLICE);
+        let done = crate::persistence::walk_step(core, &mut pending, CHUNK, SLICE).await;
         if done {
             rdb::write_eof(&mut pending);
         }
@@ -240,32 +244,6 @@ async fn stream_rdb_base(core: &Rc<Core>, file: &BufferedFile) -> Result<u64, St
     }
 }
 
-/// The shard's keyspace as an RDB file (an AOF base with the RDB preamble),
-/// as Redis 7.0 writes one: aux fields with `aof-base 1`, then per database
-/// SELECTDB, RESIZEDB and the entries, EOF and the CRC-64.
-pub fn render_rdb(shard: &Shard, now: u64) -> Vec<u8> {
-    use shard::rdb;
-    let mut out = Vec::new();
-    rdb::write_standard_header(&mut out, now / 1000, 0, true);
-    let opts = rdb::SaveOptions { compress: shard.config.rdbcompression };
-    for (i, db) in shard.dbs.iter().enumerate() {
-        if db.is_empty() {
-            continue;
-        }
-        rdb::write_select_db(&mut out, i);
-        rdb::write_resize_db(&mut out, db.len() as u64, db.volatile() as u64);
-        for e in db.iter_live(now) {
-            rdb::write_entry(&mut out, &e.key, &e.value, e.expire_at(), &opts);
-        }
-    }
-    rdb::write_eof(&mut out);
-    let mut crc = rdb::Crc64::new();
-    crc.update(&out);
-    let sum = crc.value();
-    out.extend_from_slice(&sum.to_le_bytes());
-    out
-}
-
 /// The shard's keyspace as commands (a RESP-form AOF base).
 pub fn render_keyspace(shard: &Shard, now: u64) -> Vec<u8> {
     let mut out = Vec::new();
@@ -281,30 +259,45 @@ pub fn render_keyspace(shard: &Shard, now: u64) -> Vec<u8> {
     out
 }
 
-/// `BGREWRITEAOF`: started in the background, answered at once as Redis.
+/// `BGREWRITEAOF`: started in the background, answered at once as Redis;
+/// during a save it is scheduled, and core 0's cron starts it after.
 pub fn bgrewriteaof(conn: &mut crate::conn::Connection) {
-    let core = conn.core.clone();
-    if !core.aof.enabled.get() {
+    if !conn.core.aof.enabled.get() {
         // Redis rewrites a file even with the AOF off; here there is no
         // file to rewrite until the AOF is on.
         return conn.error("ERR AOF is off (appendonly no): nothing to rewrite");
     }
-    if REWRITING.with(Cell::get) {
-        return conn.error("ERR Background append only file rewriting already in progress");
+    let answer = match start_rewrite(&conn.core) {
+        Ok(()) => "Background append only file rewriting started",
+        Err(crate::persistence::SaveError::Rewriting) => {
+            return conn.error("ERR Background append only file rewriting already in progress")
+        }
+        Err(_) => {
+            conn.core.process.save_status.rewrite_scheduled.store(true, Ordering::Relaxed);
+            "Background append only file rewriting scheduled"
+        }
+    };
+    conn.pipeline.local(|out| shard::Reply::new(out, false).simple(answer));
+}
+
+/// Starts a rewrite in a task of its own, holding the save lock (one
+/// snapshot walk at a time, as Redis runs one child) until it ends.
+pub fn start_rewrite(core: &Rc<Core>) -> Result<(), crate::persistence::SaveError> {
+    let status = &core.process.save_status;
+    if !core.aof.enabled.get() {
+        status.rewrite_scheduled.store(false, Ordering::Relaxed);
+        return Err(crate::persistence::SaveError::Failed("AOF is off".into()));
     }
-    REWRITING.with(|r| r.set(true));
+    status.lock(true)?;
+    status.rewrite_scheduled.store(false, Ordering::Relaxed);
+    let core = core.clone();
     glommio::spawn_local(async move {
         log::notice("Background append only file rewriting started");
         if let Err(e) = rewrite_all(&core).await {
             log::warning(&format!("Background AOF rewrite failed: {e}"));
         }
-        REWRITING.with(|r| r.set(false));
+        core.process.save_status.unlock();
     })
     .detach();
-    conn.pipeline.local(|out| shard::Reply::new(out, false).simple("Background append only file rewriting started"));
-}
-
-thread_local! {
-    /// A rewrite coordinated from this core is running.
-    static REWRITING: Cell<bool> = const { Cell::new(false) };
+    Ok(())
 }
