@@ -142,9 +142,9 @@ fn write_everything(c: &mut Connection) {
     let _: Option<String> = redis::cmd("GET").arg("gone").query(c).unwrap();
 }
 
-fn kill_restart_compare(shards: usize) {
-    let dir = TempDir::new(&format!("types{shards}"));
-    let server = start(&dir.0, shards, &[]);
+fn kill_restart_compare(shards: usize, extra: &[&str]) {
+    let dir = TempDir::new(&format!("types{shards}{}", extra.join("")));
+    let server = start(&dir.0, shards, extra);
     let mut c = server.client();
     write_everything(&mut c);
     let before = state(&mut c);
@@ -157,7 +157,7 @@ fn kill_restart_compare(shards: usize) {
     // The restarted server appends to the same files.
     cmd(&mut c, &["SET", "after", "restart"]);
     drop(server);
-    let server = start(&dir.0, shards, &[]);
+    let server = start(&dir.0, shards, extra);
     let mut c = server.client();
     let v: String = redis::cmd("GET").arg("after").query(&mut c).unwrap();
     assert_eq!(v, "restart");
@@ -165,12 +165,35 @@ fn kill_restart_compare(shards: usize) {
 
 #[test]
 fn every_type_survives_kill_9_one_shard() {
-    kill_restart_compare(1);
+    kill_restart_compare(1, &[]);
+}
+
+/// `everysec` writes each batch to the file before its replies leave (as
+/// Redis does), so a crash of the process alone loses no acknowledged write.
+#[test]
+fn everysec_acknowledged_writes_survive_kill_9() {
+    kill_restart_compare(2, &["--appendfsync", "everysec"]);
+    // A large pipelined batch: its write takes long enough that a reply
+    // sent before it would be lost to a kill right after the last reply.
+    let dir = TempDir::new("everysec-batch");
+    let server = start(&dir.0, 1, &["--appendfsync", "everysec"]);
+    let mut c = server.client();
+    let value = "v".repeat(1000);
+    let mut pipe = redis::pipe();
+    for i in 0..20_000 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(&value).ignore();
+    }
+    pipe.query::<()>(&mut c).unwrap();
+    drop(server); // SIGKILL right after the last reply
+    let server = start(&dir.0, 1, &["--appendfsync", "everysec"]);
+    let mut c = server.client();
+    let keys: u64 = redis::cmd("DBSIZE").query(&mut c).unwrap();
+    assert_eq!(keys, 20_000);
 }
 
 #[test]
 fn every_type_survives_kill_9_three_shards() {
-    kill_restart_compare(3);
+    kill_restart_compare(3, &[]);
 }
 
 /// Starts corekv expecting it to stop by itself; its exit status and output.

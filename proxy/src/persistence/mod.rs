@@ -109,6 +109,12 @@ impl SaveStatus {
         self.holder.load(Relaxed) == SAVING
     }
 
+    /// An AOF rewrite holds the lock (from BGREWRITEAOF's reply on, before
+    /// its first step reaches the shards).
+    pub fn rewriting(&self) -> bool {
+        self.holder.load(Relaxed) == REWRITING
+    }
+
     /// A save or an AOF rewrite runs (Redis's hasActiveChildProcess).
     pub fn busy(&self) -> bool {
         self.holder.load(Relaxed) != FREE
@@ -482,6 +488,6 @@ pub fn info(core: &Core, dirty: u64, save_keys: (u64, u64), aof: &[aof::AofStats
         s.saves.load(Relaxed),
         s.load_expired.load(Relaxed),
         s.loaded_keys.load(Relaxed),
-        aof::info_fields(aof, s.rewrite_scheduled.load(Relaxed)),
+        aof::info_fields(aof, s.rewrite_scheduled.load(Relaxed), s.rewriting()),
     )
 }

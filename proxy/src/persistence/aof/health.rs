@@ -25,6 +25,11 @@ pub struct Health {
 }
 
 impl Health {
+    /// The last write failed (`everysec`/`no`): replies do not wait for it.
+    pub(super) fn write_failing(&self) -> bool {
+        self.write_error.is_some()
+    }
+
     /// What MISCONF names: the write error first, as Redis.
     fn error(&self) -> Option<String> {
         self.write_error.clone().or_else(|| self.fsync_error.clone())

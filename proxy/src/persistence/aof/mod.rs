@@ -120,8 +120,24 @@ impl Default for Aof {
 impl Aof {
     fn set_durable(&self, end: u64) {
         self.durable.set(end);
+        self.wake_waiters();
+    }
+
+    fn wake_waiters(&self) {
         for w in self.waiters.borrow_mut().drain(..) {
             w.wake();
+        }
+    }
+
+    /// Whether replies to effects up to `target` may leave: fsynced with
+    /// `always`; otherwise written to the file, so a crash of the process
+    /// loses no acknowledged write (Redis too writes before it replies), or
+    /// at once while this shard's writes fail (its replies go out and later
+    /// writes get MISCONF, as Redis).
+    fn acknowledged(&self, policy: AppendFsync, target: u64) -> bool {
+        match policy {
+            AppendFsync::Always => self.durable.get() >= target,
+            _ => self.written.get().max(self.durable.get()) >= target || self.health.borrow().write_failing(),
         }
     }
 
@@ -156,14 +172,11 @@ pub async fn durable(core: &Rc<Core>) {
     if !core.aof.enabled.get() {
         return;
     }
-    let target = {
+    let (policy, target) = {
         let shard = core.shard.borrow();
-        if shard.config.appendfsync != AppendFsync::Always {
-            return;
-        }
-        shard.effects.as_ref().map_or(0, |e| e.end())
+        (shard.config.appendfsync, shard.effects.as_ref().map_or(0, |e| e.end()))
     };
-    if core.aof.durable.get() >= target {
+    if core.aof.acknowledged(policy, target) {
         return;
     }
     Durable { core: core.clone(), target }.await
@@ -175,8 +188,7 @@ pub fn must_wait(core: &Core) -> bool {
         return false;
     }
     let shard = core.shard.borrow();
-    shard.config.appendfsync == AppendFsync::Always
-        && shard.effects.as_ref().is_some_and(|e| e.end() > core.aof.durable.get())
+    shard.effects.as_ref().is_some_and(|e| !core.aof.acknowledged(shard.config.appendfsync, e.end()))
 }
 
 /// At shutdown: writes what is pending and fsyncs, whatever the policy.
@@ -207,7 +219,8 @@ struct Durable {
 impl Future for Durable {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.core.aof.durable.get() >= self.target {
+        let policy = self.core.config().appendfsync;
+        if self.core.aof.acknowledged(policy, self.target) {
             return Poll::Ready(());
         }
         self.core.aof.waiters.borrow_mut().push(cx.waker().clone());
@@ -435,15 +448,18 @@ async fn writer(core: Rc<Core>) {
                 core.aof.wrote(n as u64);
                 if (n as u64) < len {
                     health::write_failed(&core, Ok((n as u64, len))).await;
+                    core.aof.wake_waiters();
                     continue;
                 }
             }
             Err(e) => {
                 health::write_failed(&core, Err(health::os_error(e))).await;
+                core.aof.wake_waiters();
                 continue;
             }
         }
         core.aof.written.set(end);
+        core.aof.wake_waiters();
         health::write_ok(&core).await;
         if core.config().appendfsync == AppendFsync::Always {
             let synced = file.fdatasync().await.map_err(health::os_error);
@@ -494,10 +510,11 @@ async fn fsync_every_second(core: Rc<Core>) {
 
 /// INFO persistence's aof_* lines (Redis 7.0's names and order) from every
 /// shard's figures; empty `shards` when the AOF is off. `scheduled`: a
-/// BGREWRITEAOF waits for a save to end.
-pub fn info_fields(shards: &[AofStats], scheduled: bool) -> String {
+/// BGREWRITEAOF waits for a save to end; `rewriting`: one holds the save
+/// lock (its shards may not have started their part yet).
+pub fn info_fields(shards: &[AofStats], scheduled: bool, rewriting: bool) -> String {
     let enabled = !shards.is_empty();
-    let in_progress = shards.iter().any(|s| s.rewrite_in_progress);
+    let in_progress = rewriting || shards.iter().any(|s| s.rewrite_in_progress);
     let current_secs = shards.iter().filter_map(|s| s.rewrite_started).map(|t| t.elapsed().as_secs() as i64).max();
     let last_secs = shards.iter().map(|s| s.last_rewrite_secs).max().unwrap_or(-1);
     let ok = |b: bool| if b { "ok" } else { "err" };
