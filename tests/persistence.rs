@@ -601,3 +601,26 @@ fn sigterm_with_a_failing_save_keeps_serving() {
     assert!(server.terminate().success());
     assert!(dir.file("dump.rdb").exists());
 }
+
+/// A save point fires as Redis's cron does: at least `changes` writes and
+/// more than `seconds` since the last save.
+#[test]
+fn a_save_point_saves_in_the_background() {
+    let dir = TempDir::new("save-point");
+    let server = Server::start(&["--shards", "2", "--dir", dir.path(), "--save", "1 3"]);
+    let mut c = server.client();
+    let _: () = redis::cmd("SET").arg("a").arg(1).query(&mut c).unwrap();
+    let _: () = redis::cmd("SET").arg("b").arg(2).query(&mut c).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // Two changes of the three the point needs: no save.
+    assert_eq!(info_field(&mut c, "rdb_saves"), "0");
+    let _: () = redis::cmd("SET").arg("c").arg(3).query(&mut c).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(&mut c, "rdb_saves") != "1" {
+        assert!(Instant::now() < deadline, "no save");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(info_field(&mut c, "rdb_changes_since_last_save"), "0");
+    assert!(dir.file("dump.rdb").exists());
+    assert!(server.log.lock().unwrap().iter().any(|l| l.contains("3 changes in 1 seconds. Saving...")));
+}

@@ -439,7 +439,7 @@ pub async fn cron(core: &Rc<Core>) {
     if !points.is_empty() {
         let dirty: u64 = call_all(core, |c| c.shard.borrow().dirty).await.into_iter().flatten().sum();
         let since_save = now.saturating_sub(status.last_save.load(Relaxed));
-        if let Some((secs, changes)) = points.iter().find(|(s, c)| dirty >= *c && since_save >= *s) {
+        if let Some((secs, changes)) = points.iter().find(|(s, c)| dirty >= *c && since_save > *s) {
             if retry_ok {
                 log::notice(&format!("{changes} changes in {secs} seconds. Saving..."));
                 let _ = bgsave(core).await;
