@@ -820,6 +820,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("rdbchecksum", "yes"),
     ("stop-writes-on-bgsave-error", "yes"),
     ("rdb-del-sync-files", "no"),
+    ("rdb-key-save-delay", "0"),
     ("appendonly", "no"),
     ("appenddirname", "appendonlydir"),
     ("appendfilename", "appendonly.aof"),
