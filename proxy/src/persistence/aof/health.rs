@@ -59,27 +59,16 @@ pub(super) fn os_error<T>(e: glommio::GlommioError<T>) -> std::io::Error {
     }
 }
 
-/// The C library's text for an I/O error (Redis prints `strerror(errno)`).
-pub(super) fn strerror(e: std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => {
-            let text = std::io::Error::from_raw_os_error(code).to_string();
-            text.split(" (os error").next().unwrap_or(&text).to_string()
-        }
-        None => e.to_string(),
-    }
-}
-
 /// A write failed (`written` of `expected` bytes when short).
 pub(super) async fn write_failed(core: &Rc<Core>, error: Result<(u64, u64), std::io::Error>) {
     let (line, why) = match error {
         Err(e) => {
-            let why = strerror(e);
+            let why = shard::config::os_reason(&e);
             (format!("Error writing to the AOF file: {why}"), why)
         }
         Ok((written, expected)) => (
             format!("Short write while writing to the AOF file: (nwritten={written}, expected={expected})"),
-            strerror(std::io::Error::from_raw_os_error(libc::ENOSPC)),
+            shard::config::os_reason(&std::io::Error::from_raw_os_error(libc::ENOSPC)),
         ),
     };
     if core.config().appendfsync == AppendFsync::Always {
@@ -113,7 +102,7 @@ pub(super) async fn fsync_done(core: &Rc<Core>, result: Result<(), std::io::Erro
     let changed = match result {
         Ok(()) => core.aof.health.borrow_mut().fsync_error.take().is_some(),
         Err(e) => {
-            let why = strerror(e);
+            let why = shard::config::os_reason(&e);
             if core.config().appendfsync == AppendFsync::Always {
                 log::warning(&format!(
                     "Can't persist AOF for fsync error when the AOF fsync policy is 'always': {why}. Exiting..."
