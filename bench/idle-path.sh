@@ -16,9 +16,9 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 base=$((23000 + RANDOM % 1000))
 taskset -c "$server_cpu" redis-server --port "$base" --save '' --appendonly no >/dev/null 2>&1 &
 redis=$!
-taskset -c "$server_cpu" "$corekv" --port $((base + 1)) --shards 1 --cpus "$server_cpu" --client-ring no >/dev/null 2>&1 &
+taskset -c "$server_cpu" "$corekv" --port $((base + 1)) --shards 1 --cpus "$server_cpu" --save '' --client-ring no >/dev/null 2>&1 &
 reactor=$!
-taskset -c "$server_cpu" "$corekv" --port $((base + 2)) --shards 1 --cpus "$server_cpu" --client-ring yes >/dev/null 2>&1 &
+taskset -c "$server_cpu" "$corekv" --port $((base + 2)) --shards 1 --cpus "$server_cpu" --save '' --client-ring yes >/dev/null 2>&1 &
 ring=$!
 trap 'kill $redis $reactor $ring 2>/dev/null || true' EXIT
 for p in $base $((base + 1)) $((base + 2)); do

@@ -29,12 +29,12 @@ taskset -c "$server_cpu" redis-server --port "$port_redis" --save '' --appendonl
 redis_pid=$!
 reactor=()
 [[ ${RING:-0} == 1 ]] && reactor=(--client-ring no)
-taskset -c "$server_cpu" "$corekv" --port "$port_corekv" --shards 1 --cpus "$server_cpu" "${reactor[@]}" >/dev/null 2>&1 &
+taskset -c "$server_cpu" "$corekv" --port "$port_corekv" --shards 1 --cpus "$server_cpu" --save '' "${reactor[@]}" >/dev/null 2>&1 &
 corekv_pid=$!
 ring_pid=
 ports="$port_redis $port_corekv"
 if [[ ${RING:-0} == 1 ]]; then
-  taskset -c "$server_cpu" "$corekv" --port "$port_ring" --shards 1 --cpus "$server_cpu" --client-ring yes >/dev/null 2>&1 &
+  taskset -c "$server_cpu" "$corekv" --port "$port_ring" --shards 1 --cpus "$server_cpu" --save '' --client-ring yes >/dev/null 2>&1 &
   ring_pid=$!
   ports="$ports $port_ring"
 fi

@@ -80,6 +80,10 @@ impl Servers {
                     shards.to_string(),
                     "--cpus".into(),
                     list,
+                    // No snapshots, as redis-server runs here: a save point
+                    // would save mid-run and at exit into the working dir.
+                    "--save".into(),
+                    String::new(),
                 ];
                 if cluster {
                     let base = (port + 1).to_string();
