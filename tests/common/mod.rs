@@ -204,10 +204,16 @@ impl Raw {
         self.cmd(&words)
     }
 
-    /// True when the server has closed this connection.
+    /// True when the server has closed this connection. A server that closes
+    /// with our bytes still unread makes the kernel answer with a reset.
     pub fn closed(&mut self) -> bool {
+        use std::io::ErrorKind::{ConnectionAborted, ConnectionReset};
         let mut b = [0u8; 1];
-        matches!(self.stream.read(&mut b), Ok(0))
+        match self.stream.read(&mut b) {
+            Ok(0) => true,
+            Err(e) => matches!(e.kind(), ConnectionReset | ConnectionAborted),
+            Ok(_) => false,
+        }
     }
 }
 
