@@ -448,6 +448,18 @@ pub async fn wait(
     }
 }
 
+/// A blocking pop inside EXEC does not block: its waiters are withdrawn at
+/// once, and the reply is what they were served, else the timeout reply.
+pub async fn give_up(conn: &Connection, mut w: BlockWait) -> Vec<u8> {
+    let mut reply = w.timeout_reply.clone();
+    for (shard, id, t) in std::mem::take(&mut w.waits) {
+        if let Response::Served(served) = withdraw(conn, shard, id, t).await {
+            reply = served;
+        }
+    }
+    reply
+}
+
 /// Notify mode: a key got data. Withdraw the other waiters, try the keys in
 /// order, and wait again (same deadline) if another client was faster.
 async fn retry(conn: &Connection, w: &mut BlockWait) -> Option<Vec<u8>> {

@@ -42,6 +42,13 @@ pub struct ConnState {
     /// Accepted on this core's own per-core node port: server-wide commands
     /// (DBSIZE, KEYS, SCAN...) cover this shard only, as on a cluster node.
     pub shard_port: bool,
+    /// Commands queued since MULTI.
+    pub multi: Option<commands::transactions::Queued>,
+    /// Keys this connection WATCHes: (shard, db, key).
+    pub watched: Vec<(usize, usize, Vec<u8>)>,
+    /// Watched keys that were absent or expired when watched: running out
+    /// of time does not change them (Redis 7.0).
+    pub watched_absent: Vec<(usize, usize, Vec<u8>)>,
 }
 
 /// Which listener accepted a connection.
@@ -124,6 +131,9 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 close: false,
                 port_node,
                 shard_port: port == Port::Node,
+                multi: None,
+                watched: Vec::new(),
+                watched_absent: Vec::new(),
             },
             now: 0,
             last_cmd: "NULL",
@@ -131,6 +141,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         };
         drop(view);
         conn.run(&mut stream).await;
+        commands::transactions::forget_watches(&mut conn).await;
         core.clients.borrow_mut().list.remove(registry_key);
     }
     let _ = stream.close().await;
@@ -180,8 +191,7 @@ impl Connection {
                         let src: &[u8] = if inline { parser.inline_buf() } else { &buf[..filled] };
                         let args = Args::new(src, parser.args());
                         if let Some(deferred) = self.handle(args) {
-                            self.pipeline.flush(&self.core).await;
-                            blocked = commands::run_deferred(self, deferred, args).await;
+                            blocked = self.run_deferred(deferred, args).await;
                             if blocked.is_some() {
                                 break;
                             }
@@ -266,9 +276,33 @@ impl Connection {
         self.pipeline.local(|out| shard::Reply::new(out, false).error(msg));
     }
 
+    /// An error that refuses a command; inside MULTI it also dooms the
+    /// transaction (EXECABORT), as Redis's `rejectCommand`.
+    fn reject(&mut self, msg: &str) {
+        if let Some(q) = &mut self.state.multi {
+            q.failed = true;
+        }
+        self.error(msg);
+    }
+
+    /// Runs what `handle` deferred, after every earlier reply is in: waits
+    /// out a unit holding the command's keys, then handles it again.
+    pub async fn run_deferred(&mut self, mut deferred: Deferred, args: Args<'_>) -> Option<blocking::BlockWait> {
+        loop {
+            self.pipeline.flush(&self.core).await;
+            match deferred {
+                Deferred::Locked => {
+                    crate::coordinator::wait_for_release(&self.core).await;
+                    deferred = self.handle(args)?;
+                }
+                Deferred::Command(spec) => return commands::run_deferred(self, spec, args).await,
+            }
+        }
+    }
+
     /// Routes one command. Returns the work that must wait for earlier
     /// replies (multi-phase and server-wide commands).
-    fn handle(&mut self, args: Args) -> Option<Deferred> {
+    pub(crate) fn handle(&mut self, args: Args) -> Option<Deferred> {
         let name = args.get(0);
         let Some(mut spec) = self.core.commands.lookup(name) else {
             if name.eq_ignore_ascii_case(b"host:") || name.eq_ignore_ascii_case(b"post") {
@@ -276,11 +310,11 @@ impl Connection {
                 self.state.close = true;
                 return None;
             }
-            self.error(&unknown_command(&args));
+            self.reject(&unknown_command(&args));
             return None;
         };
         if !spec.arity_ok(args.len()) {
-            self.error(&arity_error(spec.name));
+            self.reject(&arity_error(spec.name));
             return None;
         }
         if !spec.subcommands.is_empty() && args.len() >= 2 {
@@ -292,18 +326,18 @@ impl Connection {
                         truncated(args.get(1), 128),
                         spec.name.to_uppercase()
                     );
-                    self.error(&msg);
+                    self.reject(&msg);
                     return None;
                 }
             }
             if !spec.arity_ok(args.len()) {
-                self.error(&arity_error(spec.name));
+                self.reject(&arity_error(spec.name));
                 return None;
             }
         }
         self.last_cmd = spec.name;
         if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) {
-            self.error(NOAUTH);
+            self.reject(NOAUTH);
             return None;
         }
         // Redis refuses writes (and PING) after a failed BGSAVE, or while
@@ -311,13 +345,27 @@ impl Connection {
         let (rdb_failed, aof_failing) = (self.core.save.deny_writes.get(), self.core.aof.refusals.any.get());
         if (rdb_failed || aof_failing) && (spec.has_flag(flags::WRITE) || spec.name == "ping") {
             match rdb_failed {
-                true => self.error(crate::persistence::MISCONF),
-                false => self.error(&crate::persistence::aof::misconf(&self.core)),
+                true => self.reject(crate::persistence::MISCONF),
+                false => self.reject(&crate::persistence::aof::misconf(&self.core)),
             }
             return None;
         }
         if self.cluster && self.redirected(spec, &args) {
+            if let Some(q) = &mut self.state.multi {
+                q.failed = true;
+            }
             return None;
+        }
+        if self.state.multi.is_some() && spec.name == "shutdown" {
+            self.reject("ERR Command not allowed inside a transaction");
+            return None;
+        }
+        if self.state.multi.is_some() && !commands::transactions::runs_in_multi(spec) {
+            commands::transactions::queue(self, spec, &args);
+            return None;
+        }
+        if !self.core.locks.borrow().is_idle() && self.locked_here(spec, &args) {
+            return Some(Deferred::Locked);
         }
         let (db, resp3, now) = (self.state.db, self.state.resp3, self.now);
         match spec.route {
@@ -325,17 +373,19 @@ impl Connection {
             Route::Keyed => match self.owner_of_keys(spec, &args) {
                 Some(shard) if shard == self.core.index => self.run_local(spec, args),
                 Some(shard) => self.pipeline.remote(shard, spec, db, resp3, args.iter()),
-                None => return Some(Deferred(spec)),
+                None => return Some(Deferred::Command(spec)),
             },
             Route::SplitKeys(merge) => {
                 let step = spec.keys.2 as usize;
                 if !(args.len() - 1).is_multiple_of(step) {
-                    self.error(&arity_error(spec.name));
+                    self.reject(&arity_error(spec.name));
                     return None;
                 }
                 match self.owner_of_keys(spec, &args) {
                     Some(shard) if shard == self.core.index => self.run_local(spec, args),
                     Some(shard) => self.pipeline.remote(shard, spec, db, resp3, args.iter()),
+                    // Over several shards: atomically, as a coordinator unit.
+                    None if self.pipeline.unit.is_none() => return Some(Deferred::Command(spec)),
                     None => self.split_by_key(spec, merge, args, step),
                 }
             }
@@ -391,6 +441,19 @@ impl Connection {
         }
     }
 
+    /// True when a coordinator unit other than this connection's holds a
+    /// key of this shard that the command touches.
+    fn locked_here(&self, spec: &CommandSpec, args: &Args) -> bool {
+        let (locks, me, db) = (self.core.locks.borrow(), self.pipeline.unit, self.state.db);
+        if matches!(spec.route, Route::AllShards(_)) {
+            return locks.blocks_any(me);
+        }
+        spec.key_indexes(args).any(|i| {
+            let key = args.get(i);
+            self.core.shard_of(key) == self.core.index && locks.blocks(db, key, me)
+        })
+    }
+
     #[inline]
     pub fn run_local(&mut self, spec: &'static CommandSpec, args: Args) {
         let (core, db, resp3, now) = (&self.core, self.state.db, self.state.resp3, self.now);
@@ -415,7 +478,7 @@ impl Connection {
         Some(owner.unwrap_or(self.core.index))
     }
 
-    fn split_by_key(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args, step: usize) {
+    pub fn split_by_key(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args, step: usize) {
         let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
         let mut key_shards = Vec::new();
         for i in spec.key_indexes(&args) {

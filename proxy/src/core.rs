@@ -165,6 +165,8 @@ pub struct Core {
     /// connections a busy turn wakes share one clock read, as Redis caches
     /// its time per event-loop iteration.
     pub turn_clock: Cell<Option<(u64, Instant)>>,
+    /// Keys of this shard held by coordinator units.
+    pub locks: RefCell<crate::coordinator::LockTable>,
 }
 
 impl Core {
@@ -177,6 +179,7 @@ impl Core {
             aof: Default::default(),
             save: Default::default(),
             turn_clock: Cell::new(None),
+            locks: Default::default(),
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),
@@ -202,21 +205,30 @@ impl Core {
         }
     }
 
-    /// Runs a batch sent by another core.
-    pub fn execute_batch(&self, batch: &Batch) -> BatchReply {
+    /// Runs a batch sent by another core, from its op `reply.ends.len()` on.
+    /// Returns false when it stopped at an op whose keys a coordinator unit
+    /// holds: the caller waits for a release and calls again.
+    pub fn execute_batch(&self, batch: &Batch, reply: &mut BatchReply) -> bool {
+        let locks = self.locks.borrow();
         let mut shard = self.shard.borrow_mut();
-        shard.stats.remote_batches += 1;
+        if reply.ends.is_empty() {
+            shard.stats.remote_batches += 1;
+        }
         let now = shard::unix_ms();
-        let mut reply =
-            BatchReply { data: Vec::with_capacity(64 * batch.ops.len()), ends: Vec::with_capacity(batch.ops.len()) };
-        for op in &batch.ops {
+        let mut done = true;
+        for op in &batch.ops[reply.ends.len()..] {
+            let args = batch.args(op);
+            if !locks.is_idle() && crate::coordinator::blocked(&locks, op.spec, op.db as usize, &args, batch.unit) {
+                done = false;
+                break;
+            }
             let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
-            execute(op.spec, &mut shard, &mut ctx, batch.args(op));
+            execute(op.spec, &mut shard, &mut ctx, args);
             reply.ends.push(reply.data.len() as u32);
         }
-        drop(shard);
+        drop((shard, locks));
         self.serve_ready();
-        reply
+        done
     }
 
     pub fn cluster(&self) -> Rc<ClusterView> {

@@ -8,6 +8,7 @@ pub mod clients;
 pub mod cluster;
 pub mod commands;
 pub mod conn;
+pub mod coordinator;
 pub mod core;
 pub mod log;
 pub mod mesh;

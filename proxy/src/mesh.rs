@@ -33,6 +33,9 @@ pub struct Batch {
     pub data: Vec<u8>,
     pub ranges: Vec<(u32, u32)>,
     pub ops: Vec<Op>,
+    /// The coordinator unit these commands belong to: its locks do not stop
+    /// them.
+    pub unit: Option<crate::coordinator::UnitId>,
 }
 
 impl Batch {
@@ -72,6 +75,10 @@ pub struct BatchReply {
 }
 
 impl BatchReply {
+    pub fn for_batch(batch: &Batch) -> BatchReply {
+        BatchReply { data: Vec::with_capacity(64 * batch.ops.len()), ends: Vec::with_capacity(batch.ops.len()) }
+    }
+
     pub fn get(&self, op: u32) -> &[u8] {
         let i = op as usize;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
@@ -366,7 +373,25 @@ pub fn serve(
         glommio::spawn_local(async move {
             while let Some(env) = rx.recv().await {
                 let body = match env.body {
-                    Request::Batch(batch) => Response::Batch(core.execute_batch(&batch)),
+                    Request::Batch(batch) => {
+                        let mut reply = BatchReply::for_batch(&batch);
+                        if !core.execute_batch(&batch, &mut reply) {
+                            // Held by a unit: finish once it lets go, while
+                            // this channel keeps draining (the release may be
+                            // behind us on it).
+                            let (me, ticket) = (core.clone(), env.ticket);
+                            glommio::spawn_local(async move {
+                                while !me.execute_batch(&batch, &mut reply) {
+                                    crate::coordinator::wait_for_release(&me).await;
+                                }
+                                crate::persistence::aof::durable(&me).await;
+                                me.deliver(peer, ticket, Response::Batch(reply));
+                            })
+                            .detach();
+                            continue;
+                        }
+                        Response::Batch(reply)
+                    }
                     Request::Call(f) => {
                         let r = Response::Call(f(&core));
                         core.serve_ready();

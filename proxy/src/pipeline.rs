@@ -36,6 +36,9 @@ pub struct Pipeline {
     key_shards: Vec<u16>,
     outgoing: Vec<Batch>,
     ranges: Vec<(u32, u32)>,
+    /// The coordinator unit the connection is running, if any: its batches
+    /// pass its own locks.
+    pub unit: Option<crate::coordinator::UnitId>,
 }
 
 const SHARD_LOST: &[u8] = b"-ERR shard unavailable (server shutting down)\r\n";
@@ -50,6 +53,7 @@ impl Pipeline {
             key_shards: Vec::new(),
             outgoing: (0..shards).map(|_| Batch::default()).collect(),
             ranges: Vec::new(),
+            unit: None,
         }
     }
 
@@ -133,7 +137,8 @@ impl Pipeline {
         let mut tickets = Vec::new();
         for shard in 0..self.outgoing.len() {
             if !self.outgoing[shard].is_empty() {
-                let batch = std::mem::take(&mut self.outgoing[shard]);
+                let mut batch = std::mem::take(&mut self.outgoing[shard]);
+                batch.unit = self.unit;
                 CoreStats::add(&core.stats.hops_sent, 1);
                 CoreStats::add(&core.stats.remote_commands, batch.ops.len() as u64);
                 tickets.push((shard, send(core, shard, Request::Batch(batch)).await));

@@ -5,6 +5,7 @@ use crate::bytes::CompactBytes;
 use crate::snapshot::DbSnapshot;
 use crate::table::{DashTable, Keyed};
 use crate::value::Value;
+use crate::watch::WatchTable;
 
 pub struct Entry {
     pub key: CompactBytes,
@@ -76,6 +77,16 @@ pub struct Db {
     /// The running snapshot, if any. Every mutation goes through
     /// [`preserve`] first: one branch when no snapshot runs.
     pub(crate) snap: Option<Box<DbSnapshot>>,
+    /// Clients WATCHing keys of this database, if any: every way a key
+    /// changes or goes away here touches it (one branch when none).
+    pub watch: Option<Box<WatchTable>>,
+}
+
+#[inline(always)]
+fn touch(watch: &mut Option<Box<WatchTable>>, key: &[u8]) {
+    if let Some(w) = watch {
+        w.touch(key);
+    }
 }
 
 /// Copy-on-write hook: before `entry` changes or goes away, a running
@@ -140,6 +151,7 @@ impl Db {
     }
 
     fn remove_expired(&mut self, hash: u64, key: &[u8]) {
+        touch(&mut self.watch, key);
         if let Some(mut entry) = self.table.remove(hash, key) {
             preserve(&mut self.snap, &mut entry);
             self.volatile -= 1;
@@ -157,6 +169,11 @@ impl Db {
         (!entry.is_expired(now)).then_some(entry)
     }
 
+    /// True when the table holds `key`, live or expired but not yet removed.
+    pub fn has_entry(&self, key: &[u8]) -> bool {
+        self.table.find(self.table.hash(key), key).is_some()
+    }
+
     pub fn contains(&mut self, key: &[u8], now: u64) -> bool {
         self.peek(key, now).is_some()
     }
@@ -164,6 +181,7 @@ impl Db {
     /// Sets `key` to `value`, creating it or replacing its value, and applies
     /// `ttl`. Returns the entry.
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) -> &mut Entry {
+        touch(&mut self.watch, key);
         let hash = self.table.hash(key);
         if let Some(entry) = self.table.find_mut(hash, key) {
             let entry: *mut Entry = entry;
@@ -197,6 +215,7 @@ impl Db {
     pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
         let hash = self.table.hash(key);
         let mut entry = self.table.remove(hash, key)?;
+        touch(&mut self.watch, key);
         preserve(&mut self.snap, &mut entry);
         if entry.expire_at != 0 {
             self.volatile -= 1;
@@ -214,6 +233,9 @@ impl Db {
     /// Sets or clears the expiry of an existing live key. Returns false when
     /// the key does not exist.
     pub fn set_expire(&mut self, key: &[u8], at: Option<u64>, now: u64) -> bool {
+        if self.watch.is_some() && self.find(key, now).is_some() {
+            touch(&mut self.watch, key);
+        }
         let Some(entry) = self.peek(key, now) else {
             return false;
         };
@@ -253,6 +275,10 @@ impl Db {
     }
 
     pub fn clear(&mut self) {
+        if let Some(w) = &mut self.watch {
+            let (table, now) = (&self.table, crate::shard::unix_ms());
+            w.touch_existing(|k| table.find(table.hash(k), k).is_some_and(|e| !e.is_expired(now)));
+        }
         if let Some(s) = &mut self.snap {
             // The walk goes on over the old table; the new one only ever
             // holds entries born after the cut. A second flush during the
@@ -280,12 +306,13 @@ impl Db {
         let mut log = if self.log_expired { Some(&mut self.expired_log) } else { None };
         while examined < budget {
             let mut seen = 0;
-            let snap = &mut self.snap;
+            let (snap, watch) = (&mut self.snap, &mut self.watch);
             let (removed, next) = self.table.sweep_segment(self.sweep_pos, |e| {
                 seen += 1;
                 let expired = e.is_expired(now);
                 if expired {
                     preserve(snap, e);
+                    touch(watch, &e.key);
                     if let Some(log) = log.as_deref_mut() {
                         log.push(e.key.clone());
                     }

@@ -19,6 +19,7 @@ pub mod snapshot;
 pub mod table;
 pub mod types;
 pub mod value;
+pub mod watch;
 
 pub use args::Args;
 pub use commands::{CommandSpec, Ctx, Merge, Route};

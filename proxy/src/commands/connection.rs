@@ -139,6 +139,7 @@ pub fn quit(conn: &mut Connection) {
 
 pub fn reset(conn: &mut Connection) {
     conn.state.db = 0;
+    conn.state.multi = None;
     conn.state.resp3 = false;
     conn.state.authenticated = conn.core.config().requirepass.is_empty();
     let key = conn.state.registry_key;

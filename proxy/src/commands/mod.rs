@@ -11,6 +11,7 @@ mod lists;
 mod persistence;
 mod server;
 mod sets;
+pub mod transactions;
 mod zsets;
 
 use crate::blocking::BlockWait;
@@ -19,9 +20,14 @@ use crate::conn::Connection;
 use shard::commands::set::Op;
 use shard::{Args, CommandSpec};
 
-/// A command that must run after every earlier reply of the batch is in
-/// (it awaits other cores itself).
-pub struct Deferred(pub &'static CommandSpec);
+/// What must wait until every earlier reply of the batch is in.
+pub enum Deferred {
+    /// A command that awaits other cores itself.
+    Command(&'static CommandSpec),
+    /// A command whose keys a coordinator unit holds: handled again after
+    /// the next release.
+    Locked,
+}
 
 /// Runs a proxy command whose work is local to this connection and core;
 /// returns `Deferred` for the ones that need other cores.
@@ -31,6 +37,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "hello" => connection::hello(conn, args),
         "select" => connection::select(conn, args),
         "quit" => connection::quit(conn),
+        "reset" if !conn.state.watched.is_empty() => return Some(Deferred::Command(spec)),
         "reset" => connection::reset(conn),
         "client|id" | "client|getname" | "client|setname" | "client|setinfo" | "client|info" | "client|help" => {
             connection::client(conn, spec, args)
@@ -45,10 +52,11 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         | "command|help" => introspection::command(conn, spec, args),
         "config|get" => server::config_get(conn, args),
         "readonly" | "readwrite" | "asking" => cluster::flag_command(conn),
-        "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred(spec)),
+        "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred::Command(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
         "bgrewriteaof" => crate::persistence::aof::bgrewriteaof(conn),
+        "multi" => transactions::multi(conn),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
             Some(shard) if shard == conn.core.index => conn.run_local(spec, args),
@@ -56,17 +64,41 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
                 let (db, resp3) = (conn.state.db, conn.state.resp3);
                 conn.pipeline.remote(shard, spec, db, resp3, args.iter())
             }
-            None => return Some(Deferred(spec)),
+            None => return Some(Deferred::Command(spec)),
         },
-        _ => return Some(Deferred(spec)),
+        _ => return Some(Deferred::Command(spec)),
     }
     None
 }
 
 /// Runs a deferred command; every earlier reply is already in the output.
 /// A blocking pop that has to wait returns what the connection waits on.
-pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<'_>) -> Option<BlockWait> {
-    let spec = deferred.0;
+pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {
+    // Keys on several shards: the command runs as one coordinator unit.
+    if conn.pipeline.unit.is_none() && !is_blocking(spec) {
+        let footprint = crate::coordinator::footprint_of(&conn.core, spec, conn.state.db, &args);
+        if footprint.keys.len() > 1 {
+            let unit = crate::coordinator::Unit::acquire(&conn.core, &footprint).await;
+            conn.pipeline.unit = Some(unit.id);
+            let blocked = run_deferred_command(conn, spec, args).await;
+            conn.pipeline.flush(&conn.core).await;
+            conn.pipeline.unit = None;
+            unit.release().await;
+            return blocked;
+        }
+    }
+    run_deferred_command(conn, spec, args).await
+}
+
+fn is_blocking(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" | "bzpopmin" | "bzpopmax" | "bzmpop")
+}
+
+async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {
+    if let shard::Route::SplitKeys(merge) = spec.route {
+        conn.split_by_key(spec, merge, args, spec.keys.2 as usize);
+        return None;
+    }
     match spec.name {
         "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => return lists::blocking(conn, spec.name, args).await,
         "bzpopmin" | "bzpopmax" | "bzmpop" => return zsets::blocking(conn, spec.name, args).await,
@@ -74,6 +106,14 @@ pub async fn run_deferred(conn: &mut Connection, deferred: Deferred, args: Args<
         "rpoplpush" => lists::lmove(conn, args, true).await,
         "lmpop" => lists::lmpop(conn, args).await,
         "info" => server::info(conn, args).await,
+        "exec" => transactions::exec(conn).await,
+        "discard" => transactions::discard(conn).await,
+        "watch" => transactions::watch(conn, args).await,
+        "unwatch" => transactions::unwatch(conn).await,
+        "reset" => {
+            transactions::forget_watches(conn).await;
+            connection::reset(conn);
+        }
         "config|set" => server::config_set(conn, args).await,
         "config|resetstat" => server::config_resetstat(conn).await,
         "shutdown" => server::shutdown(conn, args).await,

@@ -13,6 +13,7 @@ pub mod list;
 pub mod server;
 pub mod set;
 pub mod string;
+pub mod transactions;
 pub mod zset;
 
 use crate::args::Args;
@@ -188,6 +189,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     set::COMMANDS,
     list::COMMANDS,
     zset::COMMANDS,
+    transactions::COMMANDS,
 ];
 
 /// All top-level commands.
@@ -217,11 +219,33 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
     if shard.effects.is_some() && spec.has_flag(flags::WRITE) {
         crate::propagate::after_command(shard, spec, ctx.db, ctx.now, &args, &ctx.reply.buf[reply_start..]);
     }
+    if shard.dbs[ctx.db].watch.is_some() && spec.has_flag(flags::WRITE) {
+        touch_watched(shard, spec, ctx.db, &args, &ctx.reply.buf[reply_start..]);
+    }
     // Any write may hand a blocked client its data (a push, ZADD, a STORE,
     // RENAME onto a watched key); the owner checks the key's type and size.
     if !shard.watched.is_empty() && spec.has_flag(flags::WRITE) {
         for i in spec.key_indexes(&args) {
             shard.signal_ready(ctx.db, args.get(i));
+        }
+    }
+}
+
+/// WATCH: a write that changed its keys dirties their watchers. Keys set,
+/// removed or expired are touched by `Db` itself; this covers values changed
+/// in place. Redis touches only on a real change: an error, or a zero / nil
+/// / empty reply from a command for which that means "nothing done", is not
+/// one.
+fn touch_watched(shard: &mut Shard, spec: &CommandSpec, db: usize, args: &Args, reply: &[u8]) {
+    const CHANGED_EVEN_AT_ZERO: &[&str] =
+        &["incr", "decr", "incrby", "decrby", "hincrby", "hset", "zadd", "setbit", "bitfield", "setrange"];
+    let nothing = matches!(reply, b":0\r\n" | b"$-1\r\n" | b"*-1\r\n" | b"_\r\n" | b"*0\r\n");
+    if reply.first() == Some(&b'-') || (nothing && !CHANGED_EVEN_AT_ZERO.contains(&spec.name)) {
+        return;
+    }
+    if let Some(watch) = &mut shard.dbs[db].watch {
+        for i in spec.key_indexes(args) {
+            watch.touch(args.get(i));
         }
     }
 }

@@ -1,0 +1,128 @@
+//! A coordinator unit: locks on every shard it touches, taken in shard
+//! order, held while its work runs, then released (strict two-phase
+//! locking). Taking shards in one global order means two units never wait
+//! on each other in a circle; holding every lock until the end means no
+//! client on any core sees part of the unit.
+
+use super::locks::{until, UnitId};
+use crate::core::Core;
+use crate::mesh::{self, Request, Response};
+use std::rc::Rc;
+
+/// What a unit locks: keys per shard (db, key), or every shard whole.
+#[derive(Default)]
+pub struct Footprint {
+    pub keys: Vec<(usize, Vec<(u16, Vec<u8>)>)>,
+    pub whole: bool,
+}
+
+impl Footprint {
+    pub fn add(&mut self, shard: usize, db: usize, key: &[u8]) {
+        let k = (db as u16, key.to_vec());
+        match self.keys.iter_mut().find(|(s, _)| *s == shard) {
+            Some((_, keys)) if keys.contains(&k) => {}
+            Some((_, keys)) => keys.push(k),
+            None => self.keys.push((shard, vec![k])),
+        }
+    }
+
+    /// The shards touched, in locking order.
+    fn shards(&self, count: usize) -> Vec<usize> {
+        if self.whole {
+            return (0..count).collect();
+        }
+        let mut shards: Vec<usize> = self.keys.iter().map(|(s, _)| *s).collect();
+        shards.sort_unstable();
+        shards
+    }
+
+    pub fn keys_on(&self, shard: usize) -> Vec<(u16, Vec<u8>)> {
+        self.keys.iter().find(|(s, _)| *s == shard).map(|(_, k)| k.clone()).unwrap_or_default()
+    }
+}
+
+pub struct Unit {
+    core: Rc<Core>,
+    pub id: UnitId,
+    shards: Vec<usize>,
+}
+
+impl Unit {
+    /// Takes every lock of `footprint`, one shard after the other in shard
+    /// order (one mesh round trip per other shard).
+    pub async fn acquire(core: &Rc<Core>, footprint: &Footprint) -> Unit {
+        let id = core.locks.borrow_mut().new_unit(core.index);
+        let shards = footprint.shards(core.count);
+        let mut unit = Unit { core: core.clone(), id, shards: Vec::with_capacity(shards.len()) };
+        for shard in shards {
+            let (keys, whole) = (footprint.keys_on(shard), footprint.whole);
+            if shard == core.index {
+                lock_here(core.clone(), id, keys, whole).await;
+            } else {
+                let task: mesh::TaskFn = Box::new(move |c| {
+                    Box::pin(async move {
+                        lock_here(c, id, keys, whole).await;
+                        Box::new(()) as Box<dyn std::any::Any + Send>
+                    })
+                });
+                if let Response::Lost = mesh::send(core, shard, Request::Task(task)).await.await {
+                    continue;
+                }
+            }
+            unit.shards.push(shard);
+        }
+        unit
+    }
+
+    /// Releases every lock (the unit's work on each shard is done: its
+    /// replies are in, and the release travels behind it on each channel).
+    pub async fn release(mut self) {
+        for shard in std::mem::take(&mut self.shards) {
+            if shard == self.core.index {
+                release_here(&self.core, self.id);
+            } else {
+                let id = self.id;
+                mesh::post(
+                    &self.core,
+                    shard,
+                    Request::Call(Box::new(move |c| {
+                        release_here(c, id);
+                        Box::new(())
+                    })),
+                )
+                .await;
+            }
+        }
+    }
+}
+
+impl Drop for Unit {
+    /// A unit dropped before `release` (its connection's task ended) still
+    /// lets go of its locks.
+    fn drop(&mut self) {
+        if self.shards.is_empty() {
+            return;
+        }
+        let rest = Unit { core: self.core.clone(), id: self.id, shards: std::mem::take(&mut self.shards) };
+        glommio::spawn_local(rest.release()).detach();
+    }
+}
+
+async fn lock_here(core: Rc<Core>, id: UnitId, keys: Vec<(u16, Vec<u8>)>, whole: bool) {
+    until(&core.locks, |table| !table.try_lock(id, &keys, whole)).await;
+}
+
+/// Lets go of `id`'s locks on this core; clients blocked on those keys get
+/// their chance now (a push inside the unit did not serve them).
+fn release_here(core: &Rc<Core>, id: UnitId) {
+    let keys = core.locks.borrow_mut().release(id);
+    let mut shard = core.shard.borrow_mut();
+    for (db, key) in &keys {
+        shard.signal_ready(*db as usize, key);
+    }
+    let ready = !shard.ready.is_empty();
+    drop(shard);
+    if ready {
+        core.serve_ready();
+    }
+}
