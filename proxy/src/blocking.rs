@@ -62,6 +62,8 @@ pub struct BlockRequest {
     pub resp3: bool,
     pub keys: Vec<Vec<u8>>,
     pub op: BlockOp,
+    /// The coordinator unit the pop runs in (inside EXEC), if any.
+    pub unit: Option<crate::coordinator::UnitId>,
 }
 
 /// The waiters this core owns, by key, in blocking order.
@@ -196,7 +198,14 @@ impl Core {
     /// (`Some(reply)`) or registered to wait (`None`: the ticket stays open).
     pub fn block(&self, req: BlockRequest) -> Option<Response> {
         let now = shard::unix_ms();
-        let served = {
+        // A key a unit holds is not served now: its release signals it.
+        let held = {
+            let locks = self.locks.borrow();
+            !locks.is_idle() && req.keys.iter().any(|k| locks.blocks(req.db, k, req.unit))
+        };
+        let served = if held {
+            None
+        } else {
             let mut shard = self.shard.borrow_mut();
             let keys: Vec<&[u8]> = req.keys.iter().map(Vec::as_slice).collect();
             attempt(self, &mut shard, &req, &keys, now)
@@ -261,6 +270,9 @@ impl Core {
                 shard.ready.remove(0)
             };
             let (db, key) = next;
+            if self.locks.borrow().blocks(db, &key, None) {
+                continue;
+            }
             let queue: Vec<u64> = self
                 .blocked
                 .borrow()
@@ -327,8 +339,8 @@ pub struct Retry {
 pub async fn register(conn: &Connection, shard: usize, keys: Vec<Vec<u8>>, op: BlockOp) -> (u64, Ticket) {
     let core = &conn.core;
     let id = core.next_waiter_id();
-    let (db, resp3, origin) = (conn.state.db, conn.state.resp3, core.index);
-    let request = move |ticket| BlockRequest { id, origin, ticket, db, resp3, keys, op };
+    let (db, resp3, origin, unit) = (conn.state.db, conn.state.resp3, core.index, conn.pipeline.unit);
+    let request = move |ticket| BlockRequest { id, origin, ticket, db, resp3, keys, op, unit };
     if shard == core.index {
         let t = ticket(core);
         if let Some(response) = core.block(request(t.id())) {
@@ -355,7 +367,7 @@ async fn withdraw(conn: &Connection, shard: usize, id: u64, ticket: Ticket) -> R
 async fn try_once(conn: &Connection, shard: usize, retry: &Retry, key: Vec<u8>) -> Option<Vec<u8>> {
     let (db, resp3, op) = (retry.db, retry.resp3, retry.op.clone());
     call(&conn.core, shard, move |core| {
-        let req = BlockRequest { id: 0, origin: core.index, ticket: 0, db, resp3, keys: vec![key.clone()], op };
+        let req = BlockRequest { id: 0, origin: core.index, ticket: 0, db, resp3, keys: vec![key.clone()], op, unit: None };
         let mut s = core.shard.borrow_mut();
         attempt(core, &mut s, &req, &[key.as_slice()], shard::unix_ms())
     })

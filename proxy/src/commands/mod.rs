@@ -83,7 +83,8 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
             let blocked = run_deferred_command(conn, spec, args).await;
             conn.pipeline.flush(&conn.core).await;
             conn.pipeline.unit = None;
-            unit.release().await;
+            let touch = spec.has_flag(shard::commands::flags::WRITE) && !matches!(spec.route, shard::Route::SplitKeys(_));
+            unit.release_touching(touch).await;
             return blocked;
         }
     }

@@ -76,21 +76,24 @@ impl Unit {
 
     /// Releases every lock (the unit's work on each shard is done: its
     /// replies are in, and the release travels behind it on each channel).
-    pub async fn release(mut self) {
+    pub async fn release(self) {
+        self.release_touching(false).await
+    }
+
+    /// Releases, and with `touch` marks every key it held as changed for
+    /// WATCH: multi-phase writes change values in place, out of sight of
+    /// the command executor that touches keys.
+    pub async fn release_touching(mut self, touch: bool) {
         for shard in std::mem::take(&mut self.shards) {
             if shard == self.core.index {
-                release_here(&self.core, self.id);
+                release_here(&self.core, self.id, touch);
             } else {
                 let id = self.id;
-                mesh::post(
-                    &self.core,
-                    shard,
-                    Request::Call(Box::new(move |c| {
-                        release_here(c, id);
-                        Box::new(())
-                    })),
-                )
-                .await;
+                let release: mesh::CallFn = Box::new(move |c| {
+                    release_here(c, id, touch);
+                    Box::new(())
+                });
+                mesh::post(&self.core, shard, Request::Call(release)).await;
             }
         }
     }
@@ -114,11 +117,14 @@ async fn lock_here(core: Rc<Core>, id: UnitId, keys: Vec<(u16, Vec<u8>)>, whole:
 
 /// Lets go of `id`'s locks on this core; clients blocked on those keys get
 /// their chance now (a push inside the unit did not serve them).
-fn release_here(core: &Rc<Core>, id: UnitId) {
+fn release_here(core: &Rc<Core>, id: UnitId, touch: bool) {
     let keys = core.locks.borrow_mut().release(id);
     let mut shard = core.shard.borrow_mut();
     for (db, key) in &keys {
         shard.signal_ready(*db as usize, key);
+        if let (true, Some(watch)) = (touch, &mut shard.dbs[*db as usize].watch) {
+            watch.touch(key);
+        }
     }
     let ready = !shard.ready.is_empty();
     drop(shard);
