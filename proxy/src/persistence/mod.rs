@@ -358,6 +358,10 @@ async fn cut_everywhere<F>(core: &Rc<Core>, barrier: &CutBarrier, take_cut: F) -
 where
     F: Fn(&Rc<Core>) -> bool + Send + Clone + 'static,
 {
+    // No coordinator unit may straddle the cut: hold every shard whole
+    // (waiting for running units to finish) while it is taken.
+    let whole = crate::coordinator::Footprint { keys: Vec::new(), whole: true };
+    let unit = crate::coordinator::Unit::acquire(core, &whole).await;
     let mut tickets = Vec::new();
     for shard in (0..core.count).filter(|&s| s != core.index) {
         let f = take_cut.clone();
@@ -376,6 +380,7 @@ where
     for ticket in tickets {
         all &= matches!(ticket.await, mesh::Response::Call(any) if any.downcast_ref::<bool>() == Some(&true));
     }
+    unit.release().await;
     all
 }
 
