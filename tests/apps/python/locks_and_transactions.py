@@ -19,10 +19,13 @@ def client():
     return redis.Redis(host="127.0.0.1", port=PORT, decode_responses=True)
 
 
+class Failure(Exception):
+    pass
+
+
 def check(ok, what):
     if not ok:
-        print(f"FAIL: {what}", flush=True)
-        sys.exit(1)
+        raise Failure(what)
 
 
 def run_threads(target, count=THREADS):
@@ -31,7 +34,7 @@ def run_threads(target, count=THREADS):
     def guarded(i):
         try:
             target(i)
-        except BaseException as e:  # a thread's failure fails the script
+        except Exception as e:  # a thread's failure fails the script
             errors.append(f"thread {i}: {type(e).__name__}: {e}")
 
     threads = [threading.Thread(target=guarded, args=(i,)) for i in range(count)]
@@ -174,9 +177,13 @@ def watch_retry_loop(r):
 
 def main():
     r = client()
-    check(r.ping(), "PING")
-    lock_contention(r)
-    watch_retry_loop(r)
+    try:
+        check(r.ping(), "PING")
+        lock_contention(r)
+        watch_retry_loop(r)
+    except Failure as failure:
+        print(f"FAIL: {failure}", flush=True)
+        sys.exit(1)
     print("python: all passed", flush=True)
 
 
