@@ -367,7 +367,8 @@ async fn withdraw(conn: &Connection, shard: usize, id: u64, ticket: Ticket) -> R
 async fn try_once(conn: &Connection, shard: usize, retry: &Retry, key: Vec<u8>) -> Option<Vec<u8>> {
     let (db, resp3, op) = (retry.db, retry.resp3, retry.op.clone());
     call(&conn.core, shard, move |core| {
-        let req = BlockRequest { id: 0, origin: core.index, ticket: 0, db, resp3, keys: vec![key.clone()], op, unit: None };
+        let req =
+            BlockRequest { id: 0, origin: core.index, ticket: 0, db, resp3, keys: vec![key.clone()], op, unit: None };
         let mut s = core.shard.borrow_mut();
         attempt(core, &mut s, &req, &[key.as_slice()], shard::unix_ms())
     })

@@ -314,6 +314,10 @@ impl Connection {
             return None;
         };
         if !spec.arity_ok(args.len()) {
+            if spec.name == "exec" {
+                // EXECABORT, with or without MULTI, as Redis's rejectCommand.
+                return Some(Deferred::Command(spec));
+            }
             self.reject(&arity_error(spec.name));
             return None;
         }
@@ -356,7 +360,7 @@ impl Connection {
             }
             return None;
         }
-        if self.state.multi.is_some() && spec.name == "shutdown" {
+        if self.state.multi.is_some() && matches!(spec.name, "shutdown" | "save" | "sync" | "psync") {
             self.reject("ERR Command not allowed inside a transaction");
             return None;
         }
@@ -367,7 +371,7 @@ impl Connection {
         if !self.core.locks.borrow().is_idle() && self.locked_here(spec, &args) {
             return Some(Deferred::Locked);
         }
-        let (db, resp3, now) = (self.state.db, self.state.resp3, self.now);
+        let (db, resp3) = (self.state.db, self.state.resp3);
         match spec.route {
             Route::Local => self.run_local(spec, args),
             Route::Keyed => match self.owner_of_keys(spec, &args) {
@@ -392,11 +396,11 @@ impl Connection {
             Route::AllShards(merge) => {
                 if self.core.count == 1 || self.state.shard_port {
                     self.run_local(spec, args);
+                } else if spec.has_flag(flags::WRITE) && self.pipeline.unit.is_none() {
+                    // FLUSHALL, SWAPDB: every shard at one instant.
+                    return Some(Deferred::Command(spec));
                 } else {
-                    let all: Vec<usize> = (1..args.len()).collect();
-                    let groups: Vec<(usize, Vec<usize>)> = (0..self.core.count).map(|s| (s, all.clone())).collect();
-                    let core = self.core.clone();
-                    self.pipeline.split(&core, spec, merge, db, resp3, now, args, &groups, &[]);
+                    self.split_all(spec, merge, args);
                 }
             }
             Route::Proxy => return commands::run_now(self, spec, args),
@@ -476,6 +480,14 @@ impl Connection {
             }
         }
         Some(owner.unwrap_or(self.core.index))
+    }
+
+    /// A command for every shard, replies merged.
+    pub fn split_all(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args) {
+        let all: Vec<usize> = (1..args.len()).collect();
+        let groups: Vec<(usize, Vec<usize>)> = (0..self.core.count).map(|s| (s, all.clone())).collect();
+        let (db, resp3, now, core) = (self.state.db, self.state.resp3, self.now, self.core.clone());
+        self.pipeline.split(&core, spec, merge, db, resp3, now, args, &groups, &[]);
     }
 
     pub fn split_by_key(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args, step: usize) {

@@ -169,6 +169,11 @@ impl Db {
         (!entry.is_expired(now)).then_some(entry)
     }
 
+    /// True while a snapshot of this database is being written.
+    pub fn snapshot_running(&self) -> bool {
+        self.snap.is_some()
+    }
+
     /// True when the table holds `key`, live or expired but not yet removed.
     pub fn has_entry(&self, key: &[u8]) -> bool {
         self.table.find(self.table.hash(key), key).is_some()

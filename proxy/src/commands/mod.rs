@@ -76,14 +76,16 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
 pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {
     // Keys on several shards: the command runs as one coordinator unit.
     if conn.pipeline.unit.is_none() && !is_blocking(spec) {
-        let footprint = crate::coordinator::footprint_of(&conn.core, spec, conn.state.db, &args);
-        if footprint.keys.len() > 1 {
+        let mut footprint = crate::coordinator::footprint_of(&conn.core, spec, conn.state.db, &args);
+        footprint.whole = matches!(spec.route, shard::Route::AllShards(_));
+        if footprint.keys.len() > 1 || footprint.whole {
             let unit = crate::coordinator::Unit::acquire(&conn.core, &footprint).await;
             conn.pipeline.unit = Some(unit.id);
             let blocked = run_deferred_command(conn, spec, args).await;
             conn.pipeline.flush(&conn.core).await;
             conn.pipeline.unit = None;
-            let touch = spec.has_flag(shard::commands::flags::WRITE) && !matches!(spec.route, shard::Route::SplitKeys(_));
+            let touch =
+                spec.has_flag(shard::commands::flags::WRITE) && !matches!(spec.route, shard::Route::SplitKeys(_));
             unit.release_touching(touch).await;
             return blocked;
         }
@@ -96,9 +98,16 @@ fn is_blocking(spec: &CommandSpec) -> bool {
 }
 
 async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {
-    if let shard::Route::SplitKeys(merge) = spec.route {
-        conn.split_by_key(spec, merge, args, spec.keys.2 as usize);
-        return None;
+    match spec.route {
+        shard::Route::SplitKeys(merge) => {
+            conn.split_by_key(spec, merge, args, spec.keys.2 as usize);
+            return None;
+        }
+        shard::Route::AllShards(merge) => {
+            conn.split_all(spec, merge, args);
+            return None;
+        }
+        _ => {}
     }
     match spec.name {
         "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => return lists::blocking(conn, spec.name, args).await,
@@ -107,7 +116,7 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "rpoplpush" => lists::lmove(conn, args, true).await,
         "lmpop" => lists::lmpop(conn, args).await,
         "info" => server::info(conn, args).await,
-        "exec" => transactions::exec(conn).await,
+        "exec" => transactions::exec(conn, args).await,
         "discard" => transactions::discard(conn).await,
         "watch" => transactions::watch(conn, args).await,
         "unwatch" => transactions::unwatch(conn).await,

@@ -192,7 +192,12 @@ fn is_connection_command(spec: &CommandSpec) -> bool {
     matches!(spec.name, "select" | "ping" | "echo" | "unwatch" | "multi")
 }
 
-pub async fn exec(conn: &mut Connection) {
+pub async fn exec(conn: &mut Connection, args: Args<'_>) {
+    if args.len() != 1 {
+        conn.state.multi = None;
+        forget_watches(conn).await;
+        return conn.error("EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command");
+    }
     let Some(q) = conn.state.multi.take() else {
         return conn.error("ERR EXEC without MULTI");
     };
@@ -232,13 +237,18 @@ pub async fn exec(conn: &mut Connection) {
 
 async fn run_queued(conn: &mut Connection, q: &Queued) {
     reply(conn, |r| r.array(q.commands.len()));
-    for &(_, first, count) in &q.commands {
+    for &(spec, first, count) in &q.commands {
         let args = Args::new(&q.data, &q.ranges[first as usize..(first + count) as usize]);
         if let Some(deferred) = conn.handle(args) {
             // Boxed: EXEC reaches itself through the router (refused there).
             let deferred: Pin<Box<dyn Future<Output = _>>> = Box::pin(conn.run_deferred(deferred, args));
             if let Some(wait) = deferred.await {
-                let served = crate::blocking::give_up(conn, wait).await;
+                let timeout_reply = wait.timeout_reply.clone();
+                let mut served = crate::blocking::give_up(conn, wait).await;
+                // Redis runs these as their non-blocking forms: a null bulk.
+                if served == timeout_reply && matches!(spec.name, "blmove" | "brpoplpush") && !conn.state.resp3 {
+                    served = b"$-1\r\n".to_vec();
+                }
                 conn.pipeline.local(|out| out.extend_from_slice(&served));
             }
         }

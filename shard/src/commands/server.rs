@@ -54,6 +54,49 @@ pub fn flushall(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     ctx.reply.ok()
 }
 
+/// SWAPDB a b, on every shard (as one coordinator unit over all of them).
+/// WATCH tables stay with their database number: keys watched in either
+/// database that exist in either are touched, as Redis's
+/// `touchAllWatchedKeysInDb`; clients blocked on keys of either get a look.
+pub fn swapdb(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    let index = |i: usize| crate::args::parse_i64(args.get(i)).filter(|n| i32::try_from(*n).is_ok());
+    let Some(a) = index(1) else { return ctx.reply.error("ERR invalid first DB index") };
+    let Some(b) = index(2) else { return ctx.reply.error("ERR invalid second DB index") };
+    let n = s.dbs.len() as i64;
+    if !(0..n).contains(&a) || !(0..n).contains(&b) {
+        return ctx.reply.error("ERR DB index is out of range");
+    }
+    let (a, b) = (a as usize, b as usize);
+    if a != b {
+        if s.dbs[a].snapshot_running() || s.dbs[b].snapshot_running() {
+            return ctx.reply.error("ERR SWAPDB is not supported while a snapshot is being taken");
+        }
+        let now = ctx.now;
+        for (x, y) in [(a, b), (b, a)] {
+            let (dx, dy) = if x < y {
+                let (lo, hi) = s.dbs.split_at_mut(y);
+                (&mut lo[x], &hi[0])
+            } else {
+                let (lo, hi) = s.dbs.split_at_mut(x);
+                (&mut hi[0], &lo[y])
+            };
+            if let Some(mut w) = dx.watch.take() {
+                w.touch_existing(|k| dx.find(k, now).is_some() || dy.find(k, now).is_some());
+                dx.watch = Some(w);
+            }
+        }
+        s.dbs.swap(a, b);
+        let (wa, wb) = (s.dbs[a].watch.take(), s.dbs[b].watch.take());
+        (s.dbs[a].watch, s.dbs[b].watch) = (wb, wa);
+        let blocked: Vec<Vec<u8>> = s.watched.keys().cloned().collect();
+        for key in blocked {
+            s.signal_ready(a, &key);
+            s.signal_ready(b, &key);
+        }
+    }
+    ctx.reply.ok()
+}
+
 /// Subcommands of CLIENT: no FAST/NO_AUTH, unlike the connection commands.
 const CLIENT_FLAGS: u32 = NOSCRIPT | LOADING | STALE;
 
@@ -129,4 +172,5 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("dbsize", 1, READONLY | FAST, NOKEYS, AllShards(Sum), Some(dbsize)),
     cmd!("flushdb", -1, WRITE, NOKEYS, AllShards(AllOk), Some(flushdb)),
     cmd!("flushall", -1, WRITE, NOKEYS, AllShards(AllOk), Some(flushall)),
+    cmd!("swapdb", 3, WRITE | FAST, NOKEYS, AllShards(AllOk), Some(swapdb)),
 ];
