@@ -36,6 +36,9 @@ pub struct Conn {
     pub pending: VecDeque<Pending>,
     pub connected: bool,
     pub dead: bool,
+    /// Replies already seen of the request at the front of `pending` (a
+    /// `--command` of several commands answers with one reply each).
+    pub partial: u8,
     out: Vec<u8>,
     out_pos: usize,
     buf: Vec<u8>,
@@ -54,6 +57,7 @@ impl Conn {
             pending: VecDeque::new(),
             connected: false,
             dead: false,
+            partial: 0,
             out: Vec::with_capacity(16 * 1024),
             out_pos: 0,
             buf: vec![0; READ_CHUNK],
@@ -130,8 +134,8 @@ impl Conn {
 
     /// Unparsed input together with the request queue, borrowed separately.
     #[inline]
-    pub fn parts(&mut self) -> (&[u8], &mut VecDeque<Pending>) {
-        (&self.buf[self.start..self.end], &mut self.pending)
+    pub fn parts(&mut self) -> (&[u8], &mut VecDeque<Pending>, &mut u8) {
+        (&self.buf[self.start..self.end], &mut self.pending, &mut self.partial)
     }
 
     #[inline]

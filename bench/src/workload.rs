@@ -33,42 +33,69 @@ pub enum Mix {
     Custom(Template),
 }
 
-/// A `--command` template: `__key__` and `__data__` are substituted.
+/// A `--command` template: `__key__` and `__data__` are substituted; `;`
+/// separates the commands of one request ("MULTI; INCR __key__; EXEC"),
+/// which completes with its last reply.
 #[derive(Debug, Clone)]
 pub struct Template {
     pub name: String,
-    args: Vec<Arg>,
+    commands: Vec<Vec<Arg>>,
 }
 
 #[derive(Debug, Clone)]
 enum Arg {
     Lit(Vec<u8>),
     Key,
+    /// `__key__` inside a word ("b__key__"): (before, after).
+    KeyIn(Vec<u8>, Vec<u8>),
     Data,
 }
 
 impl Template {
     pub fn parse(cmd: &str) -> Result<Self, String> {
-        let args: Vec<Arg> = cmd
-            .split_ascii_whitespace()
-            .map(|t| match t {
-                "__key__" => Arg::Key,
-                "__data__" => Arg::Data,
-                lit => Arg::Lit(lit.as_bytes().to_vec()),
-            })
-            .collect();
-        match args.first() {
-            Some(Arg::Lit(name)) => Ok(Template { name: String::from_utf8_lossy(name).to_uppercase(), args }),
-            _ => Err(format!("--command must start with a command name: {cmd:?}")),
+        let mut commands = Vec::new();
+        for one in cmd.split(';') {
+            let args: Vec<Arg> = one
+                .split_ascii_whitespace()
+                .map(|t| match t {
+                    "__key__" => Arg::Key,
+                    "__data__" => Arg::Data,
+                    word => match word.split_once("__key__") {
+                        Some((a, b)) => Arg::KeyIn(a.as_bytes().to_vec(), b.as_bytes().to_vec()),
+                        None => Arg::Lit(word.as_bytes().to_vec()),
+                    },
+                })
+                .collect();
+            match args.first() {
+                Some(Arg::Lit(_)) => commands.push(args),
+                _ => return Err(format!("--command must start each command with its name: {cmd:?}")),
+            }
         }
+        if commands.len() > u8::MAX as usize {
+            return Err(format!("--command has more than {} commands", u8::MAX));
+        }
+        let name = commands
+            .iter()
+            .map(|c| match &c[0] {
+                Arg::Lit(name) => String::from_utf8_lossy(name).to_uppercase(),
+                _ => unreachable!("checked above"),
+            })
+            .collect::<Vec<_>>()
+            .join(";");
+        Ok(Template { name, commands })
     }
 
     pub fn uses_key(&self) -> bool {
-        self.args.iter().any(|a| matches!(a, Arg::Key))
+        self.commands.iter().flatten().any(|a| matches!(a, Arg::Key | Arg::KeyIn(..)))
     }
 
     fn uses_data(&self) -> bool {
-        self.args.iter().any(|a| matches!(a, Arg::Data))
+        self.commands.iter().flatten().any(|a| matches!(a, Arg::Data))
+    }
+
+    /// Replies that answer one request.
+    pub fn replies(&self) -> u8 {
+        self.commands.len() as u8
     }
 }
 
@@ -215,6 +242,14 @@ impl Workload {
         Request { kind, key, size }
     }
 
+    /// Replies that answer one custom request (1 for SET/GET).
+    pub fn replies_per_custom_request(&self) -> u8 {
+        match &self.mix {
+            Mix::Custom(t) => t.replies(),
+            Mix::Ratio { .. } => 1,
+        }
+    }
+
     /// Appends the formatted key of `req` to `out` (empty for unkeyed ones).
     #[inline]
     pub fn write_key(&self, out: &mut Vec<u8>, req: &Request) {
@@ -237,12 +272,15 @@ impl Workload {
                 encode_bulk(out, key);
             }
             (Mix::Custom(t), Kind::Custom) => {
-                encode_array_header(out, t.args.len());
-                for a in &t.args {
-                    match a {
-                        Arg::Lit(l) => encode_bulk(out, l),
-                        Arg::Key => encode_bulk(out, key),
-                        Arg::Data => self.values.encode(out, req.key, req.size),
+                for args in &t.commands {
+                    encode_array_header(out, args.len());
+                    for a in args {
+                        match a {
+                            Arg::Lit(l) => encode_bulk(out, l),
+                            Arg::Key => encode_bulk(out, key),
+                            Arg::KeyIn(a, b) => encode_bulk(out, &[&a[..], key, &b[..]].concat()),
+                            Arg::Data => self.values.encode(out, req.key, req.size),
+                        }
                     }
                 }
             }

@@ -16,7 +16,8 @@ impl Worker<'_> {
         let ci = conn.client;
         let client = &mut clients[ci];
         let values = &phase.workload.values;
-        let (data, pending) = conn.parts();
+        let (data, pending, partial) = conn.parts();
+        let per_request = phase.workload.replies_per_custom_request();
         let mut used = 0;
         let result = loop {
             let (reply, n) = match protocol::parse_reply(&data[used..]) {
@@ -25,6 +26,18 @@ impl Worker<'_> {
                 Err(e) => break Err(e.to_string()),
             };
             used += n;
+            // A request of several commands completes with its last reply;
+            // the others (MULTI's +OK, +QUEUED...) only count an error.
+            if pending.front().is_some_and(|p| p.req.kind == Kind::Custom && p.flags & SETUP == 0)
+                && *partial + 1 < per_request
+            {
+                *partial += 1;
+                if let Reply::Error(e) = reply {
+                    stats.note_error(|| format!("error reply: {}", String::from_utf8_lossy(e)));
+                }
+                continue;
+            }
+            *partial = 0;
             let Some(p) = pending.pop_front() else {
                 break Err("reply received with no request outstanding".into());
             };
