@@ -298,6 +298,50 @@ where
     }
 }
 
+/// Runs `f` on `shard`'s core and blocks this thread until it has run: for
+/// work that cannot yield (a Lua script calling a command on another
+/// shard while every shard is held by its coordinator unit, so nothing on
+/// the other core waits for this one). `None` when the peer is gone or the
+/// process is stopping.
+pub fn call_blocking<T, F>(core: &Core, shard: usize, f: F) -> Option<T>
+where
+    T: Send + 'static,
+    F: FnOnce(&Rc<Core>) -> T + Send + 'static,
+{
+    use std::sync::{Arc, Condvar, Mutex};
+    type Slot<T> = Arc<(Mutex<Option<T>>, Condvar)>;
+    let slot: Slot<T> = Arc::new((Mutex::new(None), Condvar::new()));
+    let answer = slot.clone();
+    let run: CallFn = Box::new(move |c| {
+        let r = f(c);
+        *answer.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        answer.1.notify_one();
+        Box::new(())
+    });
+    // The reply to this envelope (ticket u32::MAX) is ignored on arrival.
+    let mut env = Envelope { ticket: u32::MAX, body: Request::Call(run) };
+    loop {
+        match core.mesh.requests.try_send_to(shard, env) {
+            Ok(()) => break,
+            Err(glommio::GlommioError::WouldBlock(glommio::ResourceType::Channel(back))) => {
+                env = back;
+                std::thread::yield_now();
+            }
+            Err(_) => return None,
+        }
+    }
+    let mut guard = slot.0.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if let Some(r) = guard.take() {
+            return Some(r);
+        }
+        if core.process.shutting_down() {
+            return None;
+        }
+        guard = slot.1.wait_timeout(guard, std::time::Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
 /// Runs `f` on every core, results in shard order (`None` for a core that
 /// is shutting down).
 pub async fn call_all<T, F>(core: &Rc<Core>, f: F) -> Vec<Option<T>>
