@@ -21,13 +21,15 @@ pub struct ClientInfo {
     pub last_cmd: &'static str,
     /// Bytes waiting in the query buffer at the last read.
     pub qbuf: usize,
+    /// Commands queued since MULTI (-1 outside MULTI) and their bytes.
+    pub multi: (i64, usize),
 }
 
 impl ClientInfo {
     /// One line of CLIENT LIST in Redis 7's field order.
     pub fn line(&self, now: Instant) -> String {
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem={} rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -35,8 +37,11 @@ impl ClientInfo {
             String::from_utf8_lossy(&self.name),
             now.duration_since(self.created).as_secs(),
             now.duration_since(self.last_active).as_secs(),
+            if self.multi.0 >= 0 { "x" } else { "N" },
             self.db,
+            self.multi.0,
             self.qbuf,
+            self.multi.1,
             self.last_cmd,
             self.resp,
             String::from_utf8_lossy(&self.lib_name),

@@ -109,6 +109,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 last_active: now,
                 last_cmd: "NULL",
                 qbuf: 0,
+                multi: (-1, 0),
             });
             (id, key)
         };
@@ -269,6 +270,7 @@ impl Connection {
             c.db = self.state.db;
             c.resp = if self.state.resp3 { 3 } else { 2 };
             c.qbuf = qbuf;
+            c.multi = self.state.multi.as_ref().map_or((-1, 0), |q| q.size());
         }
     }
 

@@ -23,6 +23,13 @@ pub struct Queued {
     pub failed: bool,
 }
 
+impl Queued {
+    /// (commands, bytes) for CLIENT LIST's multi= and multi-mem=.
+    pub fn size(&self) -> (i64, usize) {
+        (self.commands.len() as i64, self.data.len() + self.ranges.len() * 8)
+    }
+}
+
 /// Commands that run at once even inside MULTI.
 pub fn runs_in_multi(spec: &CommandSpec) -> bool {
     matches!(spec.name, "exec" | "discard" | "multi" | "watch" | "quit" | "reset")
