@@ -10,8 +10,10 @@
 
 pub mod api;
 pub mod convert;
+pub mod cross;
 pub mod flags;
 pub mod functions;
+pub mod host;
 mod lua;
 pub mod vm;
 
@@ -95,6 +97,8 @@ pub struct RunOptions<'a> {
     pub db: usize,
     pub busy_threshold_ms: u64,
     pub status: Option<&'a ScriptStatus>,
+    /// Cluster mode: the slot of the declared keys.
+    pub slot: Option<u16>,
 }
 
 pub struct Script {
@@ -295,7 +299,7 @@ pub fn prepare(flags: u32, opts: &RunOptions) -> Result<CallState, String> {
         allow_cross_slot: compat || flags & flags::ALLOW_CROSS_SLOT != 0,
         write_dirty: false,
         eval_mode: false,
-        slot: None,
+        slot: opts.slot,
         db: opts.db,
     })
 }
@@ -372,3 +376,17 @@ unsafe fn run_function(
 
 #[cfg(test)]
 mod tests;
+
+impl Engine {
+    /// FCALL / FCALL_RO: the reply for the client, encoded.
+    pub fn fcall(
+        &mut self,
+        host: &mut dyn Host,
+        name: &[u8],
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        opts: &RunOptions,
+    ) -> Vec<u8> {
+        self.functions.call(host, name, keys, args, opts)
+    }
+}

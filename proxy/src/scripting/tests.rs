@@ -45,10 +45,18 @@ fn opts(resp3: bool) -> RunOptions<'static> {
         db: 0,
         busy_threshold_ms: 5000,
         status: None,
+        slot: None,
     }
 }
 
-fn eval_with(engine: &mut Engine, host: &mut FakeHost, script: &str, keys: &[&str], args: &[&str], resp3: bool) -> String {
+fn eval_with(
+    engine: &mut Engine,
+    host: &mut FakeHost,
+    script: &str,
+    keys: &[&str],
+    args: &[&str],
+    resp3: bool,
+) -> String {
     let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
     let args: Vec<&[u8]> = args.iter().map(|k| k.as_bytes()).collect();
     String::from_utf8(engine.eval(host, script.as_bytes(), false, &keys, &args, &opts(resp3))).unwrap()
@@ -101,10 +109,16 @@ fn return_values_resp3() {
 #[test]
 fn calls_and_conversions() {
     let (mut e, mut h) = (Engine::new(), FakeHost::default());
-    assert_eq!(eval_with(&mut e, &mut h, "return redis.call('set', KEYS[1], ARGV[1])", &["k"], &["v"], false), "+OK\r\n");
+    assert_eq!(
+        eval_with(&mut e, &mut h, "return redis.call('set', KEYS[1], ARGV[1])", &["k"], &["v"], false),
+        "+OK\r\n"
+    );
     assert_eq!(eval_with(&mut e, &mut h, "return redis.call('get', 'k')", &[], &[], false), "$1\r\nv\r\n");
     assert_eq!(eval_with(&mut e, &mut h, "return redis.call('get', 'nope')", &[], &[], false), "$-1\r\n");
-    assert_eq!(eval_with(&mut e, &mut h, "return type(redis.call('get', 'nope'))", &[], &[], false), "$7\r\nboolean\r\n");
+    assert_eq!(
+        eval_with(&mut e, &mut h, "return type(redis.call('get', 'nope'))", &[], &[], false),
+        "$7\r\nboolean\r\n"
+    );
     assert_eq!(
         eval_with(&mut e, &mut h, "redis.setresp(3) return type(redis.call('get', 'nope'))", &[], &[], false),
         "$3\r\nnil\r\n"
@@ -135,7 +149,9 @@ fn errors() {
     let sha = sha1_hex(b"return redis.call('wrongtype')");
     assert_eq!(
         eval("return redis.call('wrongtype')"),
-        format!("-WRONGTYPE Operation against a key holding the wrong kind of value script: {sha}, on @user_script:1.\r\n")
+        format!(
+            "-WRONGTYPE Operation against a key holding the wrong kind of value script: {sha}, on @user_script:1.\r\n"
+        )
     );
     assert_eq!(
         eval("return redis.pcall('wrongtype')"),
@@ -156,7 +172,10 @@ fn errors() {
     assert!(eval("return loadfile").contains("nonexistent global variable 'loadfile'"));
     assert!(eval("redis.call()").contains("Please specify at least one argument for this redis lib call"));
     assert!(eval("redis.call({})").contains("Lua redis lib command arguments must be strings or integers"));
-    assert_eq!(eval("local ok, e = pcall(redis.call, 'nosuch') return e"), "$44\r\nERR Unknown Redis command called from script\r\n");
+    assert_eq!(
+        eval("local ok, e = pcall(redis.call, 'nosuch') return e"),
+        "$44\r\nERR Unknown Redis command called from script\r\n"
+    );
 }
 
 #[test]

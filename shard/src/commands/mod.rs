@@ -10,6 +10,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
 pub mod list;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod string;
@@ -188,6 +189,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     set::COMMANDS,
     list::COMMANDS,
     zset::COMMANDS,
+    scripting::COMMANDS,
 ];
 
 /// All top-level commands.
