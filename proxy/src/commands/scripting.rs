@@ -8,6 +8,7 @@ use super::{help, reply, Deferred};
 use crate::conn::Connection;
 use crate::core::Core;
 use crate::mesh;
+use crate::scripting::functions::RestorePolicy;
 use crate::scripting::{self, host::CoreHost, with_engine, RunOptions};
 use crate::slot::key_slot;
 use shard::args::parse_i64;
@@ -230,15 +231,236 @@ pub fn kill(conn: &mut Connection, is_eval: bool) {
     reply(conn, |r| r.ok());
 }
 
-/// FUNCTION subcommands answered on this core; the others are deferred.
-pub fn function_now(conn: &mut Connection, spec: &'static CommandSpec, _args: Args) -> Option<Deferred> {
+const FUNCTION_HELP: &[&str] = &[
+    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LOAD [REPLACE] <FUNCTION CODE>",
+    "    Create a new library with the given library name and code.",
+    "DELETE <LIBRARY NAME>",
+    "    Delete the given library.",
+    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+    "    Return general information on all the libraries:",
+    "    * Library name",
+    "    * The engine used to run the Library",
+    "    * Library description",
+    "    * Functions list",
+    "    * Library code (if WITHCODE is given)",
+    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+    "STATS",
+    "    Return information about the current function running:",
+    "    * Function name",
+    "    * Command used to run the function",
+    "    * Duration in MS that the function is running",
+    "    If no function is running, return nil",
+    "    In addition, returns a list of available engines.",
+    "KILL",
+    "    Kill the current running function.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all the libraries.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the libraries.",
+    "    * SYNC: Synchronously flush the libraries.",
+    "DUMP",
+    "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+    "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+    "    control how to handle existing libraries (default APPEND):",
+    "    * FLUSH: delete all existing libraries.",
+    "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+    "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+    "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+    "      in case of functions name collision with another library).",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn subcommand_syntax_error(conn: &mut Connection, args: &Args) {
+    let msg = format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+        String::from_utf8_lossy(&args.get(1)[..args.get(1).len().min(128)]),
+        String::from_utf8_lossy(args.get(0)).to_uppercase()
+    );
+    conn.error(&msg);
+}
+
+fn restore_policy(args: &Args) -> Option<RestorePolicy> {
+    if args.len() < 4 {
+        return Some(RestorePolicy::Append);
+    }
+    let p = args.get(3);
+    [(&b"append"[..], RestorePolicy::Append), (b"replace", RestorePolicy::Replace), (b"flush", RestorePolicy::Flush)]
+        .into_iter()
+        .find(|(name, _)| p.eq_ignore_ascii_case(name))
+        .map(|(_, policy)| policy)
+}
+
+/// FUNCTION LOAD's options: REPLACE, then the code.
+fn load_options(args: &Args) -> Result<bool, String> {
+    let mut replace = false;
+    let mut at = 2;
+    while at < args.len() - 1 {
+        let arg = args.get(at);
+        at += 1;
+        if arg.eq_ignore_ascii_case(b"replace") {
+            replace = true;
+            continue;
+        }
+        return Err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(arg)));
+    }
+    if at >= args.len() {
+        return Err("ERR Function code is missing".into());
+    }
+    Ok(replace)
+}
+
+/// FUNCTION subcommands answered on this core (every core holds the same
+/// libraries); the ones that change them are deferred and run everywhere.
+pub fn function_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
     match spec.name {
         "function|kill" => kill(conn, false),
+        "function|help" => help(conn, FUNCTION_HELP),
+        "function|list" => function_list(conn, &args),
+        "function|dump" => {
+            let payload = with_engine(|e| shard::rdb::functions_dump_payload(&e.functions.codes()));
+            reply(conn, |r| r.bulk(&payload));
+        }
+        "function|stats" => {
+            let (libs, funcs) = with_engine(|e| (e.functions.libraries.len(), e.functions.functions.len()));
+            reply(conn, |r| {
+                r.map(2);
+                r.bulk(b"running_script");
+                r.null();
+                r.bulk(b"engines");
+                r.map(1);
+                r.bulk(b"LUA");
+                r.map(2);
+                r.bulk(b"libraries_count");
+                r.int(libs as i64);
+                r.bulk(b"functions_count");
+                r.int(funcs as i64);
+            });
+        }
+        "function|flush" if args.len() > 3 => subcommand_syntax_error(conn, &args),
+        "function|flush" if !flush_mode_ok(&args) => conn.error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+        "function|restore" if args.len() > 4 => subcommand_syntax_error(conn, &args),
+        "function|restore" if restore_policy(&args).is_none() => {
+            conn.error("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.")
+        }
+        "function|load" => match load_options(&args) {
+            Err(e) => conn.error(&e),
+            Ok(_) => return Some(Deferred(spec)),
+        },
         _ => return Some(Deferred(spec)),
     }
     None
 }
 
-pub async fn function_deferred(conn: &mut Connection, _spec: &'static CommandSpec, _args: Args<'_>) {
-    conn.error("ERR FUNCTION is not implemented yet")
+fn function_list(conn: &mut Connection, args: &Args) {
+    let mut with_code = false;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let arg = args.get(i);
+        if !with_code && arg.eq_ignore_ascii_case(b"withcode") {
+            with_code = true;
+        } else if pattern.is_none() && arg.eq_ignore_ascii_case(b"libraryname") {
+            if i >= args.len() - 1 {
+                return conn.error("ERR library name argument was not given");
+            }
+            i += 1;
+            pattern = Some(args.get(i));
+        } else {
+            return conn.error(&format!("ERR Unknown argument {}", String::from_utf8_lossy(arg)));
+        }
+        i += 1;
+    }
+    let resp3 = conn.state.resp3;
+    let mut out = Vec::new();
+    with_engine(|e| {
+        let functions = &e.functions;
+        let libs: Vec<_> = functions
+            .libraries
+            .iter()
+            .filter(|l| pattern.is_none_or(|p| shard::glob::glob_match(p, l.name.as_bytes(), true)))
+            .collect();
+        let mut r = shard::Reply::new(&mut out, resp3);
+        r.array(libs.len());
+        for lib in libs {
+            r.map(if with_code { 4 } else { 3 });
+            r.bulk(b"library_name");
+            r.bulk(lib.name.as_bytes());
+            r.bulk(b"engine");
+            r.bulk(b"LUA");
+            r.bulk(b"functions");
+            r.array(lib.functions.len());
+            for name in &lib.functions {
+                let f = &functions.functions[name];
+                r.map(3);
+                r.bulk(b"name");
+                r.bulk(f.name.as_bytes());
+                r.bulk(b"description");
+                match &f.desc {
+                    Some(d) => r.bulk(d),
+                    None => r.null(),
+                }
+                r.bulk(b"flags");
+                let names: Vec<&str> =
+                    scripting::flags::NAMES.iter().filter(|(bit, _)| f.flags & bit != 0).map(|(_, n)| *n).collect();
+                r.set(names.len());
+                for n in names {
+                    r.simple(n);
+                }
+            }
+            if with_code {
+                r.bulk(b"library_code");
+                r.bulk(&lib.code);
+            }
+        }
+    });
+    conn.pipeline.local(|o| o.extend_from_slice(&out));
+}
+
+/// FUNCTION LOAD, DELETE, FLUSH, RESTORE: on every core; the reply of the
+/// first (all cores hold the same libraries, so they answer alike).
+pub async fn function_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) {
+    let result: Result<Option<String>, String> = match spec.name {
+        "function|load" => {
+            let replace = load_options(&args).unwrap_or(false);
+            let code = args.get(args.len() - 1).to_vec();
+            everywhere(&conn.core, move || with_engine(|e| e.functions.load(&code, replace).map(Some))).await
+        }
+        "function|delete" => {
+            let name = args.get(2).to_vec();
+            everywhere(&conn.core, move || with_engine(|e| e.functions.delete(&name).map(|_| None))).await
+        }
+        "function|flush" => {
+            everywhere(&conn.core, || {
+                with_engine(|e| e.functions.flush());
+                Ok(None)
+            })
+            .await
+        }
+        "function|restore" => match shard::rdb::functions_restore_payload(args.get(2)) {
+            Err(e) => Err(e),
+            Ok(codes) => {
+                let policy = restore_policy(&args).unwrap_or(RestorePolicy::Append);
+                everywhere(&conn.core, move || with_engine(|e| e.functions.restore(&codes, policy).map(|_| None))).await
+            }
+        },
+        _ => Err("ERR unknown subcommand".into()),
+    };
+    match result {
+        Ok(Some(name)) => reply(conn, |r| r.bulk(name.as_bytes())),
+        Ok(None) => reply(conn, |r| r.ok()),
+        Err(e) => conn.error(&e),
+    }
+}
+
+/// Runs `f` on every core; the first core's result.
+async fn everywhere<F>(core: &Rc<Core>, f: F) -> Result<Option<String>, String>
+where
+    F: Fn() -> Result<Option<String>, String> + Send + Clone + 'static,
+{
+    let results = mesh::call_all(core, move |_| f()).await;
+    results.into_iter().flatten().next().unwrap_or_else(|| Err("ERR shutting down".into()))
 }

@@ -247,10 +247,7 @@ pub unsafe extern "C" fn acl_check_cmd(l: *mut lua_State) -> c_int {
     if argc == 0 {
         return raise(l, b"Please specify at least one argument for this redis lib call");
     }
-    let known = match lua_args(l, argc) {
-        None => None,
-        Some(argv) => Some(super::command_exists(&argv)),
-    };
+    let known = lua_args(l, argc).map(|argv| super::command_exists(&argv));
     match known {
         None => raise(l, b"Lua redis lib command arguments must be strings or integers"),
         Some(false) => raise(l, b"Invalid command passed to redis.acl_check_cmd()"),

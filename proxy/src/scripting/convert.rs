@@ -257,7 +257,9 @@ pub fn format_g17(n: f64) -> Vec<u8> {
 /// C's `(long long)` of a double as x86-64 computes it (out of range: the
 /// minimum).
 pub fn double_to_i64(n: f64) -> i64 {
-    if n.is_finite() && n >= -9.223372036854775808e18 && n < 9.223372036854775808e18 {
+    // 2^63 exactly.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if (-LIMIT..LIMIT).contains(&n) {
         n as i64
     } else {
         i64::MIN

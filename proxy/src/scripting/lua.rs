@@ -80,6 +80,8 @@ extern "C" {
     pub fn luaL_loadbuffer(l: *mut lua_State, buf: *const c_char, len: usize, name: *const c_char) -> c_int;
     pub fn luaL_error(l: *mut lua_State, fmt: *const c_char, ...) -> c_int;
     pub fn luaL_checkinteger(l: *mut lua_State, idx: c_int) -> isize;
+    pub fn luaL_ref(l: *mut lua_State, t: c_int) -> c_int;
+    pub fn luaL_unref(l: *mut lua_State, t: c_int, r: c_int);
     pub fn luaL_argerror(l: *mut lua_State, idx: c_int, msg: *const c_char) -> c_int;
 
     pub fn luaopen_base(l: *mut lua_State) -> c_int;

@@ -8,14 +8,14 @@
 //! convert.rs: replies to Lua values and back; flags.rs: script flags;
 //! functions.rs: libraries, FUNCTION and FCALL.
 
-pub mod api;
-pub mod convert;
+mod api;
+mod convert;
 pub mod cross;
 pub mod flags;
 pub mod functions;
 pub mod host;
 mod lua;
-pub mod vm;
+mod vm;
 
 use api::RunCtx;
 use convert::ReplyProtocols;
