@@ -226,6 +226,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         memory_peak: Default::default(),
         save_status: Default::default(),
         signal_shutdown: Default::default(),
+        scripts: (0..shards).map(|_| Default::default()).collect(),
     });
     let placement: Vec<String> = cpus.iter().enumerate().map(|(i, c)| format!("shard {i} -> CPU {c}")).collect();
     log::notice(&format!("Shards pinned: {}", placement.join(", ")));

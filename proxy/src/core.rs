@@ -48,6 +48,8 @@ pub struct Process {
     pub save_status: crate::persistence::SaveStatus,
     /// SIGTERM/SIGINT asked for a shutdown; core 0 saves first if it must.
     pub signal_shutdown: AtomicBool,
+    /// Each core's running script, for SCRIPT KILL / FUNCTION KILL.
+    pub scripts: Vec<crate::scripting::ScriptStatus>,
 }
 
 impl Process {

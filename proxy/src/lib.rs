@@ -16,6 +16,7 @@ pub mod persistence;
 pub mod pipeline;
 pub mod resp;
 pub mod ring;
+pub mod scripting;
 pub mod server;
 pub mod slot;
 pub mod stream;

@@ -73,6 +73,9 @@ pub struct Config {
     /// With `client_ring`: a kernel SQPOLL thread per shard that idles after
     /// this many ms (0: off). For hosts with spare cores.
     pub client_ring_sqpoll_ms: u32,
+    /// Ms a script runs before SCRIPT KILL / FUNCTION KILL may stop it
+    /// (`busy-reply-threshold`, alias `lua-time-limit`; 0: never).
+    pub busy_reply_threshold: u64,
 }
 
 /// When the AOF is fsynced (`appendfsync`).
@@ -163,6 +166,7 @@ impl Default for Config {
             rdb_key_save_delay: 0,
             client_ring: true,
             client_ring_sqpoll_ms: 0,
+            busy_reply_threshold: 5000,
         }
     }
 }
@@ -352,6 +356,10 @@ pub static PARAMS: &[Param] = &[
     param!("no-appendfsync-on-rewrite", true, |c| show_yes_no(c.no_appendfsync_on_rewrite), |c, v| c
         .no_appendfsync_on_rewrite =
         yes_no(v)?),
+    param!("busy-reply-threshold", true, |c| c.busy_reply_threshold.to_string(), |c, v| c.busy_reply_threshold =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("lua-time-limit", true, |c| c.busy_reply_threshold.to_string(), |c, v| c.busy_reply_threshold =
+        int_in(v, 0, i64::MAX)? as u64),
     param!("rdb-key-save-delay", true, |c| c.rdb_key_save_delay.to_string(), |c, v| c.rdb_key_save_delay =
         int_in(v, i32::MIN as i64, i32::MAX as i64)?),
     // Sorted-set encoding thresholds; the ziplist names are Redis 7.0's aliases.

@@ -9,6 +9,7 @@ mod introspection;
 mod keyspace;
 mod lists;
 mod persistence;
+mod scripting;
 mod server;
 mod sets;
 pub mod transactions;
@@ -55,6 +56,11 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred::Command(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            return scripting::run_now(conn, spec, args)
+        }
+        name if name.starts_with("script|") => return scripting::script_now(conn, spec, args),
+        name if name.starts_with("function|") => return scripting::function_now(conn, spec, args),
         "bgrewriteaof" => crate::persistence::aof::bgrewriteaof(conn),
         "multi" => transactions::multi(conn),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
@@ -155,6 +161,11 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "sdiffstore" => sets::store(conn, args, Op::Diff).await,
         "sintercard" => sets::sintercard(conn, args).await,
         "smove" => sets::smove(conn, args).await,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+            scripting::run_deferred(conn, spec, args).await
+        }
+        name if name.starts_with("script|") => scripting::script_deferred(conn, spec, args).await,
+        name if name.starts_with("function|") => scripting::function_deferred(conn, spec, args).await,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
     None

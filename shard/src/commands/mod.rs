@@ -10,6 +10,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
 pub mod list;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod string;
@@ -190,6 +191,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     list::COMMANDS,
     zset::COMMANDS,
     transactions::COMMANDS,
+    scripting::COMMANDS,
 ];
 
 /// All top-level commands.

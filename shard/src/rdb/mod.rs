@@ -25,7 +25,10 @@ pub use crc64::{crc64_combine, Crc64};
 pub use encode::{
     write_entry, write_eof, write_header, write_resize_db, write_select_db, write_standard_header, write_value,
 };
-pub use payload::{dump_payload, restore_payload, restore_payload_with, verify_payload};
+pub use payload::{
+    dump_payload, functions_dump_payload, functions_restore_payload, restore_payload, restore_payload_with,
+    verify_payload,
+};
 pub use reader::{Item, Reader};
 
 use crate::types::hash::HashLimits;

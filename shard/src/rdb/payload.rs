@@ -46,3 +46,38 @@ pub fn restore_payload_with(bytes: &[u8], limits: &Limits) -> Result<Value, RdbE
     }
     read_value(&mut input, t, limits)?.ok_or_else(|| RdbError::new(1, "empty value"))
 }
+
+/// FUNCTION DUMP's payload: each library's code as an RDB string after
+/// `RDB_OPCODE_FUNCTION2`, then the same footer as DUMP.
+pub fn functions_dump_payload(codes: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for code in codes {
+        out.push(super::opcode::FUNCTION2);
+        super::encode::write_string(&mut out, code, &SaveOptions { compress: true });
+    }
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// FUNCTION RESTORE: the library codes of a payload, or Redis's error text.
+pub fn functions_restore_payload(bytes: &[u8]) -> Result<Vec<Vec<u8>>, String> {
+    if !verify_payload(bytes) {
+        return Err("ERR DUMP payload version or checksum are wrong".into());
+    }
+    let mut input = Input::new(&bytes[..bytes.len() - FOOTER], 0);
+    let mut codes = Vec::new();
+    while input.remaining() > 0 {
+        let kind = input.u8().map_err(|_| "ERR can not read data type".to_string())?;
+        if kind != super::opcode::FUNCTION2 && kind != super::opcode::FUNCTION {
+            return Err("ERR given type is not a function".into());
+        }
+        if kind == super::opcode::FUNCTION {
+            return Err("ERR Pre-GA function format not supported".into());
+        }
+        let code = input.string().map_err(|_| "ERR Failed loading library payload".to_string())?;
+        codes.push(code.into_owned());
+    }
+    Ok(codes)
+}

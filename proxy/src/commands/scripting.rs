@@ -1,0 +1,466 @@
+//! EVAL, EVALSHA, EVAL_RO, EVALSHA_RO and SCRIPT. A script runs on the core
+//! owning its declared keys (the connection's own core without keys):
+//! inline when that is this core, else one mesh hop. The script cache is
+//! the same on every core: a script new to this core is loaded on all of
+//! them first, so EVALSHA works on any connection.
+
+use super::{help, reply, Deferred};
+use crate::conn::Connection;
+use crate::core::Core;
+use crate::mesh;
+use crate::scripting::functions::RestorePolicy;
+use crate::scripting::{self, host::CoreHost, with_engine, RunOptions};
+use crate::slot::key_slot;
+use shard::args::parse_i64;
+use shard::{Args, CommandSpec};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+
+/// A script invocation, owned so it can travel to another core.
+pub struct Job {
+    pub kind: Kind,
+    /// The body, the sha (EVALSHA) or the function name (FCALL).
+    pub script: Vec<u8>,
+    pub keys: Vec<Vec<u8>>,
+    pub args: Vec<Vec<u8>>,
+    pub db: usize,
+    pub resp3: bool,
+    pub port_node: Option<u16>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Kind {
+    Eval { by_sha: bool, read_only: bool },
+    Fcall { read_only: bool },
+}
+
+/// Runs a job on this core: the encoded reply.
+pub fn run_job(core: &Core, job: &Job) -> Vec<u8> {
+    let keys: Vec<&[u8]> = job.keys.iter().map(Vec::as_slice).collect();
+    let args: Vec<&[u8]> = job.args.iter().map(Vec::as_slice).collect();
+    let cluster_enabled = core.cluster().enabled();
+    let opts = RunOptions {
+        client_resp3: job.resp3,
+        read_only_command: matches!(job.kind, Kind::Eval { read_only: true, .. } | Kind::Fcall { read_only: true }),
+        cluster_enabled,
+        db: job.db,
+        busy_threshold_ms: core.config().busy_reply_threshold,
+        status: core.process.scripts.get(core.index),
+        slot: if cluster_enabled { keys.first().map(|k| key_slot(k)) } else { None },
+    };
+    let mut host = CoreHost { core, now: shard::unix_ms(), port_node: job.port_node };
+    with_engine(|engine| match job.kind {
+        Kind::Eval { by_sha, .. } => engine.eval(&mut host, &job.script, by_sha, &keys, &args, &opts),
+        Kind::Fcall { .. } => engine.fcall(&mut host, &job.script, &keys, &args, &opts),
+    })
+}
+
+/// Checks numkeys; the number of keys, or the error already replied.
+fn numkeys(conn: &mut Connection, args: &Args, fcall: bool) -> Option<usize> {
+    let Some(n) = parse_i64(args.get(2)) else {
+        conn.error(if fcall { "ERR Bad number of keys provided" } else { shard::reply::errors::NOT_INTEGER });
+        return None;
+    };
+    if n > args.len() as i64 - 3 {
+        conn.error("ERR Number of keys can't be greater than number of args");
+        return None;
+    }
+    if n < 0 {
+        conn.error("ERR Number of keys can't be negative");
+        return None;
+    }
+    Some(n as usize)
+}
+
+fn job(conn: &Connection, kind: Kind, args: &Args, numkeys: usize) -> Job {
+    let all: Vec<Vec<u8>> = args.iter().skip(3).map(<[u8]>::to_vec).collect();
+    let (keys, rest) = all.split_at(numkeys);
+    Job {
+        kind,
+        script: args.get(1).to_vec(),
+        keys: keys.to_vec(),
+        args: rest.to_vec(),
+        db: conn.state.db,
+        resp3: conn.state.resp3,
+        port_node: conn.state.port_node,
+    }
+}
+
+/// The core a script runs on: the owner of its keys (of the first key when
+/// they span shards: accesses to the others take the cross-shard path).
+fn placement(conn: &Connection, spec: &CommandSpec, args: &Args, job: &Job) -> usize {
+    match conn.owner_of_keys(spec, args) {
+        Some(shard) => shard,
+        None => job.keys.first().map_or(conn.core.index, |k| conn.core.shard_of(k)),
+    }
+}
+
+fn kind_of(spec: &CommandSpec) -> Kind {
+    match spec.name {
+        "evalsha" => Kind::Eval { by_sha: true, read_only: false },
+        "eval_ro" => Kind::Eval { by_sha: false, read_only: true },
+        "evalsha_ro" => Kind::Eval { by_sha: true, read_only: true },
+        "fcall" => Kind::Fcall { read_only: false },
+        "fcall_ro" => Kind::Fcall { read_only: true },
+        _ => Kind::Eval { by_sha: false, read_only: false },
+    }
+}
+
+/// EVAL*/FCALL*: inline when the script runs here and needs no loading
+/// elsewhere, else deferred.
+pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
+    let kind = kind_of(spec);
+    let numkeys = numkeys(conn, &args, matches!(kind, Kind::Fcall { .. }))?;
+    let job = job(conn, kind, &args, numkeys);
+    let target = placement(conn, spec, &args, &job);
+    let new_script =
+        kind == Kind::Eval { by_sha: false, read_only: false } || kind == Kind::Eval { by_sha: false, read_only: true };
+    let must_load = new_script && !with_engine(|e| e.exists(scripting::sha1_hex(&job.script).as_bytes()));
+    if target != conn.core.index || must_load {
+        return Some(Deferred::Command(spec));
+    }
+    let out = run_job(&conn.core, &job);
+    conn.pipeline.local(|o| o.extend_from_slice(&out));
+    None
+}
+
+/// EVAL*/FCALL* that load a script everywhere or run on another core.
+pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) {
+    let kind = kind_of(spec);
+    let Some(numkeys) = numkeys(conn, &args, matches!(kind, Kind::Fcall { .. })) else { return };
+    let job = job(conn, kind, &args, numkeys);
+    let target = placement(conn, spec, &args, &job);
+    if let Kind::Eval { by_sha: false, .. } = kind {
+        if let Err(e) = load_everywhere(&conn.core, job.script.clone()).await {
+            return conn.error(&e);
+        }
+    }
+    let reply = mesh::call(&conn.core, target, move |core| run_job(core, &job)).await;
+    let reply = reply.unwrap_or_else(|| b"-ERR the script's core is shutting down\r\n".to_vec());
+    conn.pipeline.local(|o| o.extend_from_slice(&reply));
+}
+
+/// Compiles a script into every core's cache: its sha, or the error.
+async fn load_everywhere(core: &Rc<Core>, body: Vec<u8>) -> Result<String, String> {
+    let results = mesh::call_all(core, move |_| with_engine(|e| e.load(&body))).await;
+    results.into_iter().flatten().next().unwrap_or_else(|| Err("ERR shutting down".into()))
+}
+
+const SCRIPT_HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// SCRIPT subcommands answered on this core; the others are deferred.
+pub fn script_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
+    match spec.name {
+        "script|help" => help(conn, SCRIPT_HELP),
+        "script|exists" => {
+            let found: Vec<bool> = with_engine(|e| args.iter().skip(2).map(|sha| e.exists(sha)).collect());
+            reply(conn, |r| {
+                r.array(found.len());
+                for f in found {
+                    r.int(f as i64);
+                }
+            });
+        }
+        "script|kill" => kill(conn, true),
+        "script|debug" => conn.error("ERR SCRIPT DEBUG is not supported by corekv"),
+        "script|flush" if !flush_mode_ok(&args) => conn.error("ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
+        _ => return Some(Deferred::Command(spec)),
+    }
+    None
+}
+
+/// `[ASYNC|SYNC]`: nothing, or one of the two.
+pub fn flush_mode_ok(args: &Args) -> bool {
+    args.len() == 2
+        || (args.len() == 3
+            && (args.get(2).eq_ignore_ascii_case(b"sync") || args.get(2).eq_ignore_ascii_case(b"async")))
+}
+
+pub async fn script_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) {
+    match spec.name {
+        "script|load" => match load_everywhere(&conn.core, args.get(2).to_vec()).await {
+            Ok(sha) => reply(conn, |r| r.bulk(sha.as_bytes())),
+            Err(e) => conn.error(&e),
+        },
+        "script|flush" => {
+            mesh::call_all(&conn.core, |_| with_engine(|e| e.flush())).await;
+            reply(conn, |r| r.ok());
+        }
+        _ => conn.error("ERR unknown subcommand"),
+    }
+}
+
+/// SCRIPT KILL / FUNCTION KILL: stops a read-only script that has run past
+/// busy-reply-threshold on any core (`scriptKill`).
+pub fn kill(conn: &mut Connection, is_eval: bool) {
+    let running = conn.core.process.scripts.iter().find(|s| s.running.load(Ordering::Relaxed) != 0);
+    let Some(status) = running else {
+        return conn.error("NOTBUSY No scripts in execution right now.");
+    };
+    if status.dirty.load(Ordering::Relaxed) {
+        return conn.error(
+            "UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.",
+        );
+    }
+    let eval_running = status.running.load(Ordering::Relaxed) == 1;
+    if is_eval && !eval_running {
+        return conn.error("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.");
+    }
+    if !is_eval && eval_running {
+        return conn.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.");
+    }
+    status.kill.store(true, Ordering::Relaxed);
+    reply(conn, |r| r.ok());
+}
+
+const FUNCTION_HELP: &[&str] = &[
+    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LOAD [REPLACE] <FUNCTION CODE>",
+    "    Create a new library with the given library name and code.",
+    "DELETE <LIBRARY NAME>",
+    "    Delete the given library.",
+    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+    "    Return general information on all the libraries:",
+    "    * Library name",
+    "    * The engine used to run the Library",
+    "    * Library description",
+    "    * Functions list",
+    "    * Library code (if WITHCODE is given)",
+    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+    "STATS",
+    "    Return information about the current function running:",
+    "    * Function name",
+    "    * Command used to run the function",
+    "    * Duration in MS that the function is running",
+    "    If no function is running, return nil",
+    "    In addition, returns a list of available engines.",
+    "KILL",
+    "    Kill the current running function.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all the libraries.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the libraries.",
+    "    * SYNC: Synchronously flush the libraries.",
+    "DUMP",
+    "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+    "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+    "    control how to handle existing libraries (default APPEND):",
+    "    * FLUSH: delete all existing libraries.",
+    "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+    "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+    "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+    "      in case of functions name collision with another library).",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn subcommand_syntax_error(conn: &mut Connection, args: &Args) {
+    let msg = format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+        String::from_utf8_lossy(&args.get(1)[..args.get(1).len().min(128)]),
+        String::from_utf8_lossy(args.get(0)).to_uppercase()
+    );
+    conn.error(&msg);
+}
+
+fn restore_policy(args: &Args) -> Option<RestorePolicy> {
+    if args.len() < 4 {
+        return Some(RestorePolicy::Append);
+    }
+    let p = args.get(3);
+    [(&b"append"[..], RestorePolicy::Append), (b"replace", RestorePolicy::Replace), (b"flush", RestorePolicy::Flush)]
+        .into_iter()
+        .find(|(name, _)| p.eq_ignore_ascii_case(name))
+        .map(|(_, policy)| policy)
+}
+
+/// FUNCTION LOAD's options: REPLACE, then the code.
+fn load_options(args: &Args) -> Result<bool, String> {
+    let mut replace = false;
+    let mut at = 2;
+    while at < args.len() - 1 {
+        let arg = args.get(at);
+        at += 1;
+        if arg.eq_ignore_ascii_case(b"replace") {
+            replace = true;
+            continue;
+        }
+        return Err(format!("ERR Unknown option given: {}", String::from_utf8_lossy(arg)));
+    }
+    if at >= args.len() {
+        return Err("ERR Function code is missing".into());
+    }
+    Ok(replace)
+}
+
+/// FUNCTION subcommands answered on this core (every core holds the same
+/// libraries); the ones that change them are deferred and run everywhere.
+pub fn function_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
+    match spec.name {
+        "function|kill" => kill(conn, false),
+        "function|help" => help(conn, FUNCTION_HELP),
+        "function|list" => function_list(conn, &args),
+        "function|dump" => {
+            let payload = with_engine(|e| shard::rdb::functions_dump_payload(&e.functions.codes()));
+            reply(conn, |r| r.bulk(&payload));
+        }
+        "function|stats" => {
+            let (libs, funcs) = with_engine(|e| (e.functions.libraries.len(), e.functions.functions.len()));
+            reply(conn, |r| {
+                r.map(2);
+                r.bulk(b"running_script");
+                r.null();
+                r.bulk(b"engines");
+                r.map(1);
+                r.bulk(b"LUA");
+                r.map(2);
+                r.bulk(b"libraries_count");
+                r.int(libs as i64);
+                r.bulk(b"functions_count");
+                r.int(funcs as i64);
+            });
+        }
+        "function|flush" if args.len() > 3 => subcommand_syntax_error(conn, &args),
+        "function|flush" if !flush_mode_ok(&args) => conn.error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
+        "function|restore" if args.len() > 4 => subcommand_syntax_error(conn, &args),
+        "function|restore" if restore_policy(&args).is_none() => {
+            conn.error("ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.")
+        }
+        "function|load" => match load_options(&args) {
+            Err(e) => conn.error(&e),
+            Ok(_) => return Some(Deferred::Command(spec)),
+        },
+        _ => return Some(Deferred::Command(spec)),
+    }
+    None
+}
+
+fn function_list(conn: &mut Connection, args: &Args) {
+    let mut with_code = false;
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let arg = args.get(i);
+        if !with_code && arg.eq_ignore_ascii_case(b"withcode") {
+            with_code = true;
+        } else if pattern.is_none() && arg.eq_ignore_ascii_case(b"libraryname") {
+            if i >= args.len() - 1 {
+                return conn.error("ERR library name argument was not given");
+            }
+            i += 1;
+            pattern = Some(args.get(i));
+        } else {
+            return conn.error(&format!("ERR Unknown argument {}", String::from_utf8_lossy(arg)));
+        }
+        i += 1;
+    }
+    let resp3 = conn.state.resp3;
+    let mut out = Vec::new();
+    with_engine(|e| {
+        let functions = &e.functions;
+        let libs: Vec<_> = functions
+            .libraries
+            .iter()
+            .filter(|l| pattern.is_none_or(|p| shard::glob::glob_match(p, l.name.as_bytes(), true)))
+            .collect();
+        let mut r = shard::Reply::new(&mut out, resp3);
+        r.array(libs.len());
+        for lib in libs {
+            r.map(if with_code { 4 } else { 3 });
+            r.bulk(b"library_name");
+            r.bulk(lib.name.as_bytes());
+            r.bulk(b"engine");
+            r.bulk(b"LUA");
+            r.bulk(b"functions");
+            r.array(lib.functions.len());
+            for name in &lib.functions {
+                let f = &functions.functions[name];
+                r.map(3);
+                r.bulk(b"name");
+                r.bulk(f.name.as_bytes());
+                r.bulk(b"description");
+                match &f.desc {
+                    Some(d) => r.bulk(d),
+                    None => r.null(),
+                }
+                r.bulk(b"flags");
+                let names: Vec<&str> =
+                    scripting::flags::NAMES.iter().filter(|(bit, _)| f.flags & bit != 0).map(|(_, n)| *n).collect();
+                r.set(names.len());
+                for n in names {
+                    r.simple(n);
+                }
+            }
+            if with_code {
+                r.bulk(b"library_code");
+                r.bulk(&lib.code);
+            }
+        }
+    });
+    conn.pipeline.local(|o| o.extend_from_slice(&out));
+}
+
+/// FUNCTION LOAD, DELETE, FLUSH, RESTORE: on every core; the reply of the
+/// first (all cores hold the same libraries, so they answer alike).
+pub async fn function_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) {
+    let result: Result<Option<String>, String> = match spec.name {
+        "function|load" => {
+            let replace = load_options(&args).unwrap_or(false);
+            let code = args.get(args.len() - 1).to_vec();
+            everywhere(&conn.core, move || with_engine(|e| e.functions.load(&code, replace).map(Some))).await
+        }
+        "function|delete" => {
+            let name = args.get(2).to_vec();
+            everywhere(&conn.core, move || with_engine(|e| e.functions.delete(&name).map(|_| None))).await
+        }
+        "function|flush" => {
+            everywhere(&conn.core, || {
+                with_engine(|e| e.functions.flush());
+                Ok(None)
+            })
+            .await
+        }
+        "function|restore" => match shard::rdb::functions_restore_payload(args.get(2)) {
+            Err(e) => Err(e),
+            Ok(codes) => {
+                let policy = restore_policy(&args).unwrap_or(RestorePolicy::Append);
+                everywhere(&conn.core, move || with_engine(|e| e.functions.restore(&codes, policy).map(|_| None))).await
+            }
+        },
+        _ => Err("ERR unknown subcommand".into()),
+    };
+    match result {
+        Ok(Some(name)) => reply(conn, |r| r.bulk(name.as_bytes())),
+        Ok(None) => reply(conn, |r| r.ok()),
+        Err(e) => conn.error(&e),
+    }
+}
+
+/// Runs `f` on every core; the first core's result.
+async fn everywhere<F>(core: &Rc<Core>, f: F) -> Result<Option<String>, String>
+where
+    F: Fn() -> Result<Option<String>, String> + Send + Clone + 'static,
+{
+    let results = mesh::call_all(core, move |_| f()).await;
+    results.into_iter().flatten().next().unwrap_or_else(|| Err("ERR shutting down".into()))
+}

@@ -1,0 +1,137 @@
+//! The host scripts run against on a core: Redis's checks for commands
+//! called from scripts (script.c's scriptCall), then the command on this
+//! core's shard, or `cross::remote_call` for keys owned elsewhere.
+
+use super::{CallState, Host};
+use crate::cluster::Owner;
+use crate::core::Core;
+use crate::slot::key_slot;
+use shard::commands::{flags, Route};
+use shard::reply::errors::{DB_INDEX, NOT_INTEGER};
+use shard::Args;
+
+pub struct CoreHost<'a> {
+    pub core: &'a Core,
+    /// Unix ms when the script started: its commands see one clock.
+    pub now: u64,
+    /// The node of the port the client came in on (per-core cluster mode).
+    pub port_node: Option<u16>,
+}
+
+fn error_reply(msg: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(msg.len() + 3);
+    super::error_line(msg, &mut out);
+    out
+}
+
+impl CoreHost<'_> {
+    /// Redis Cluster's rules for a script's keys.
+    fn cluster_check(&self, spec: &shard::CommandSpec, args: &Args, call: &mut CallState) -> Result<(), String> {
+        let view = self.core.cluster();
+        if !view.enabled() {
+            return Ok(());
+        }
+        let mut slot = None;
+        for i in spec.key_indexes(args) {
+            let s = key_slot(args.get(i));
+            if slot.is_some_and(|first| first != s) {
+                return Err("Script attempted to access a non local key in a cluster node".into());
+            }
+            slot = Some(s);
+        }
+        let Some(slot) = slot else { return Ok(()) };
+        let local = match view.owner(slot) {
+            Owner::Local { node, .. } => self.port_node.is_none_or(|p| p == node),
+            Owner::Remote { .. } => false,
+        };
+        if !local {
+            return Err("Script attempted to access a non local key in a cluster node".into());
+        }
+        if !call.allow_cross_slot {
+            match call.slot {
+                None => call.slot = Some(slot),
+                Some(first) if first != slot => {
+                    return Err("Script attempted to access keys that do not hash to the same slot".into())
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// SELECT inside a script changes the script's database.
+    fn select(&self, args: &Args, call: &mut CallState) -> Vec<u8> {
+        let db = shard::args::parse_i64(args.get(1)).filter(|n| (i32::MIN as i64..=i32::MAX as i64).contains(n));
+        let Some(db) = db else { return error_reply(NOT_INTEGER) };
+        if self.core.cluster().enabled() && db != 0 {
+            return error_reply("ERR SELECT is not allowed in cluster mode");
+        }
+        if db < 0 || db as usize >= self.core.config().databases {
+            return error_reply(DB_INDEX);
+        }
+        call.db = db as usize;
+        b"+OK\r\n".to_vec()
+    }
+}
+
+impl Host for CoreHost<'_> {
+    fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String> {
+        let mut buf = Vec::with_capacity(argv.iter().map(|a| a.len()).sum());
+        let mut ranges = Vec::with_capacity(argv.len());
+        for a in argv {
+            let start = buf.len() as u32;
+            buf.extend_from_slice(a);
+            ranges.push((start, buf.len() as u32));
+        }
+        let args = Args::new(&buf, &ranges);
+        let Some(mut spec) = self.core.commands.lookup(argv[0]) else {
+            return Err("Unknown Redis command called from script".into());
+        };
+        if !spec.subcommands.is_empty() && argv.len() > 1 {
+            match spec.subcommand(argv[1]) {
+                Some(sub) => spec = sub,
+                None => return Err("Unknown Redis command called from script".into()),
+            }
+        }
+        if !spec.arity_ok(argv.len()) {
+            return Err("Wrong number of args calling Redis command from script".into());
+        }
+        if spec.has_flag(flags::NOSCRIPT) {
+            return Err("This Redis command is not allowed from script".into());
+        }
+        if call.read_only && spec.has_flag(flags::WRITE) {
+            return Err("Write commands are not allowed from read-only scripts.".into());
+        }
+        if spec.has_flag(flags::WRITE) {
+            call.write_dirty = true;
+        }
+        self.cluster_check(spec, &args, call)?;
+        if spec.name == "select" {
+            return Ok(self.select(&args, call));
+        }
+        let local = match spec.route {
+            Route::Local => true,
+            Route::Keyed | Route::SplitKeys(_) => {
+                spec.key_indexes(&args).all(|i| self.core.shard_of(args.get(i)) == self.core.index)
+            }
+            Route::AllShards(_) => self.core.count == 1,
+            Route::Proxy => false,
+        };
+        if local && spec.handler.is_some() {
+            let mut out = Vec::new();
+            self.core.execute_local(spec, call.db, call.resp3, self.now, args, &mut out);
+            return Ok(out);
+        }
+        if spec.route == Route::Proxy {
+            return Ok(error_reply(&format!(
+                "ERR command '{}' is not supported from scripts by corekv yet",
+                spec.name.replace('|', " ")
+            )));
+        }
+        let owners: Vec<usize> = match spec.route {
+            Route::AllShards(_) => (0..self.core.count).collect(),
+            _ => spec.key_indexes(&args).map(|i| self.core.shard_of(args.get(i))).collect(),
+        };
+        super::cross::remote_call(self.core, spec, argv, &owners, call)
+    }
+}
