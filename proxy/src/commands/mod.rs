@@ -81,7 +81,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
 /// A blocking pop that has to wait returns what the connection waits on.
 pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {
     // Keys on several shards: the command runs as one coordinator unit.
-    if conn.pipeline.unit.is_none() && !is_blocking(spec) {
+    if conn.pipeline.unit.is_none() && !own_unit(spec) {
         let mut footprint = crate::coordinator::footprint_of(&conn.core, spec, conn.state.db, &args);
         footprint.whole = matches!(spec.route, shard::Route::AllShards(_));
         if footprint.keys.len() > 1 || footprint.whole {
@@ -99,8 +99,26 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
     run_deferred_command(conn, spec, args).await
 }
 
-fn is_blocking(spec: &CommandSpec) -> bool {
-    matches!(spec.name, "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" | "bzpopmin" | "bzpopmax" | "bzmpop")
+/// Commands that do not run as a unit over their keys: blocking pops wait
+/// per key; scripts and functions take their own unit (every shard).
+fn own_unit(spec: &CommandSpec) -> bool {
+    matches!(
+        spec.name,
+        "blpop"
+            | "brpop"
+            | "blmove"
+            | "brpoplpush"
+            | "blmpop"
+            | "bzpopmin"
+            | "bzpopmax"
+            | "bzmpop"
+            | "eval"
+            | "evalsha"
+            | "eval_ro"
+            | "evalsha_ro"
+            | "fcall"
+            | "fcall_ro"
+    )
 }
 
 async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {

@@ -6,6 +6,7 @@
 
 use super::{help, reply, Deferred};
 use crate::conn::Connection;
+use crate::coordinator::{Footprint, Unit};
 use crate::core::Core;
 use crate::mesh;
 use crate::scripting::functions::RestorePolicy;
@@ -17,6 +18,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 
 /// A script invocation, owned so it can travel to another core.
+#[derive(Clone)]
 pub struct Job {
     pub kind: Kind,
     /// The body, the sha (EVALSHA) or the function name (FCALL).
@@ -34,8 +36,9 @@ pub enum Kind {
     Fcall { read_only: bool },
 }
 
-/// Runs a job on this core: the encoded reply.
-pub fn run_job(core: &Core, job: &Job) -> Vec<u8> {
+/// Runs a job on this core: the encoded reply, or `None` when the script
+/// reached another shard and must run again holding every shard.
+pub fn run_job(core: &Core, job: &Job, whole: bool) -> Option<Vec<u8>> {
     let keys: Vec<&[u8]> = job.keys.iter().map(Vec::as_slice).collect();
     let args: Vec<&[u8]> = job.args.iter().map(Vec::as_slice).collect();
     let cluster_enabled = core.cluster().enabled();
@@ -48,11 +51,68 @@ pub fn run_job(core: &Core, job: &Job) -> Vec<u8> {
         status: core.process.scripts.get(core.index),
         slot: if cluster_enabled { keys.first().map(|k| key_slot(k)) } else { None },
     };
-    let mut host = CoreHost { core, now: shard::unix_ms(), port_node: job.port_node };
-    with_engine(|engine| match job.kind {
+    let mut host = CoreHost {
+        core,
+        now: shard::unix_ms(),
+        port_node: job.port_node,
+        whole,
+        wants_whole: false,
+        reached_out: false,
+    };
+    let reply = with_engine(|engine| match job.kind {
         Kind::Eval { by_sha, .. } => engine.eval(&mut host, &job.script, by_sha, &keys, &args, &opts),
         Kind::Fcall { .. } => engine.fcall(&mut host, &job.script, &keys, &args, &opts),
+    });
+    if host.reached_out {
+        remember_wide(job);
+    }
+    (!host.wants_whole).then_some(reply)
+}
+
+/// Runs a job on another core (one hop); learns there and here whether it
+/// reached beyond its keys' shard.
+async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<Option<Vec<u8>>> {
+    mesh::call(core, shard, move |c| run_job(c, &job, false)).await
+}
+
+fn remember_wide(job: &Job) {
+    let key = wide_key(job);
+    let mut all = WIDE_ALL.lock().unwrap_or_else(|e| e.into_inner());
+    if !all.contains(&key) {
+        all.push(key);
+        WIDE_GENERATION.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Scripts (by sha) and functions (by name) seen reaching a shard other
+/// than their keys': they run holding every shard from the start, on any
+/// core. Learned rarely, read per script: each core keeps a copy and
+/// refreshes it when the generation moves (one relaxed load per script).
+static WIDE_ALL: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+static WIDE_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+thread_local! {
+    static WIDE: std::cell::RefCell<(u64, std::collections::HashSet<Vec<u8>>)> = Default::default();
+}
+
+fn is_wide(job: &Job) -> bool {
+    let generation = WIDE_GENERATION.load(Ordering::Acquire);
+    WIDE.with(|w| {
+        let mut w = w.borrow_mut();
+        if w.0 != generation {
+            let all = WIDE_ALL.lock().unwrap_or_else(|e| e.into_inner());
+            *w = (generation, all.iter().cloned().collect());
+        }
+        !w.1.is_empty() && w.1.contains(&wide_key(job))
     })
+}
+
+fn wide_key(job: &Job) -> Vec<u8> {
+    match job.kind {
+        Kind::Eval { by_sha: false, .. } => scripting::sha1_hex(&job.script).into_bytes(),
+        Kind::Eval { by_sha: true, .. } => job.script.to_ascii_lowercase(),
+        Kind::Fcall { .. } => [b"f:", &job.script[..]].concat(),
+    }
 }
 
 /// Checks numkeys; the number of keys, or the error already replied.
@@ -86,13 +146,15 @@ fn job(conn: &Connection, kind: Kind, args: &Args, numkeys: usize) -> Job {
     }
 }
 
-/// The core a script runs on: the owner of its keys (of the first key when
-/// they span shards: accesses to the others take the cross-shard path).
-fn placement(conn: &Connection, spec: &CommandSpec, args: &Args, job: &Job) -> usize {
-    match conn.owner_of_keys(spec, args) {
-        Some(shard) => shard,
-        None => job.keys.first().map_or(conn.core.index, |k| conn.core.shard_of(k)),
+/// The core a script runs on: the owner of its keys, or `None` when it
+/// runs here holding every shard: its keys span shards, it declares none
+/// (so whatever it touches is undeclared), or it was seen reaching beyond
+/// its keys' shard before.
+fn placement(conn: &Connection, spec: &CommandSpec, args: &Args, job: &Job) -> Option<usize> {
+    if conn.core.count > 1 && (job.keys.is_empty() || is_wide(job)) {
+        return None;
     }
+    conn.owner_of_keys(spec, args)
 }
 
 fn kind_of(spec: &CommandSpec) -> Kind {
@@ -116,11 +178,16 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
     let new_script =
         kind == Kind::Eval { by_sha: false, read_only: false } || kind == Kind::Eval { by_sha: false, read_only: true };
     let must_load = new_script && !with_engine(|e| e.exists(scripting::sha1_hex(&job.script).as_bytes()));
-    if target != conn.core.index || must_load {
+    // Inside EXEC the transaction's unit holds every shard already.
+    let whole = conn.pipeline.unit.is_some();
+    if (target != Some(conn.core.index) && !whole) || must_load {
         return Some(Deferred::Command(spec));
     }
-    let out = run_job(&conn.core, &job);
-    conn.pipeline.local(|o| o.extend_from_slice(&out));
+    match run_job(&conn.core, &job, whole) {
+        Some(out) => conn.pipeline.local(|o| o.extend_from_slice(&out)),
+        // It reached another shard: again, holding every shard.
+        None => return Some(Deferred::Command(spec)),
+    }
     None
 }
 
@@ -135,9 +202,31 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
             return conn.error(&e);
         }
     }
-    let reply = mesh::call(&conn.core, target, move |core| run_job(core, &job)).await;
-    let reply = reply.unwrap_or_else(|| b"-ERR the script's core is shutting down\r\n".to_vec());
+    let in_unit = conn.pipeline.unit.is_some();
+    if let (Some(target), false) = (target, in_unit) {
+        // Its keys' shard, with no lock: unless it reaches another shard.
+        let one = job.clone();
+        match run_job_on(&conn.core, target, one).await {
+            Some(Some(reply)) => return conn.pipeline.local(|o| o.extend_from_slice(&reply)),
+            None => return conn.error("ERR the script's core is shutting down"),
+            Some(None) => {}
+        }
+    }
+    // Keys on several shards, or keys it did not declare: it runs here as
+    // one coordinator unit holding every shard.
+    let unit = match in_unit {
+        true => None,
+        false => Some(Unit::acquire(&conn.core, &Footprint { keys: Vec::new(), whole: true }).await),
+    };
+    if let Some(u) = &unit {
+        conn.pipeline.unit = Some(u.id);
+    }
+    let reply = run_job(&conn.core, &job, true).unwrap_or_else(|| b"-ERR script could not reach its keys\r\n".to_vec());
     conn.pipeline.local(|o| o.extend_from_slice(&reply));
+    if let Some(u) = unit {
+        conn.pipeline.unit = None;
+        u.release().await;
+    }
 }
 
 /// Compiles a script into every core's cache: its sha, or the error.

@@ -173,7 +173,10 @@ fn footprint(conn: &Connection, q: &Queued) -> Footprint {
                     db = n as usize;
                 }
             }
-            "scan" | "randomkey" => f.whole = true,
+            // Scripts may reach keys they do not declare.
+            "scan" | "randomkey" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
+                f.whole = true
+            }
             _ if matches!(spec.route, Route::AllShards(_)) => f.whole = true,
             _ => {}
         }

@@ -1,19 +1,108 @@
 //! A script's command whose keys live on another shard than the one the
-//! script runs on. Every such access goes through this one function, so
-//! the transaction coordinator can take it over.
+//! script runs on. A script declared on one shard runs there with no lock;
+//! the first time it reaches another shard, before it has written, it
+//! stops and the caller runs it again holding every shard as one
+//! coordinator unit (`Placement::Whole`). Under that unit nothing else runs
+//! anywhere, so the script may call into other cores synchronously
+//! (`mesh::call_blocking`): no core can be waiting for this one.
 
+use super::host::CoreHost;
 use super::CallState;
-use crate::core::Core;
-use shard::CommandSpec;
+use crate::mesh::call_blocking;
+use shard::{Args, CommandSpec, Route};
 
-/// Runs `argv` for a script on `core` when its keys are owned elsewhere
-/// (`owners`: the shards owning them): the encoded reply, or a rejection.
+/// Runs `argv` on the shards in `owners` for a script on `host.core`: the
+/// encoded reply, or a script error.
 pub fn remote_call(
-    _core: &Core,
-    _spec: &'static CommandSpec,
-    _argv: &[&[u8]],
-    _owners: &[usize],
-    _call: &mut CallState,
+    host: &mut CoreHost,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    owners: &[usize],
+    call: &mut CallState,
 ) -> Result<Vec<u8>, String> {
-    Ok(b"-ERR cross-shard script access is not supported yet\r\n".to_vec())
+    if !host.whole {
+        host.reached_out = true;
+        if call.write_dirty {
+            return Err("Script attempted to access a key of another shard after writing: declare its keys \
+                        (or give them one hash tag) so it can run on every shard at once"
+                .into());
+        }
+        host.wants_whole = true;
+        return Err(RERUN.into());
+    }
+    let mut shards: Vec<usize> = owners.to_vec();
+    shards.sort_unstable();
+    shards.dedup();
+    let (db, resp3, now) = (call.db, call.resp3, host.now);
+    let core = host.core;
+    let run_on = |shard: usize, parts: Vec<Vec<u8>>| -> Vec<u8> {
+        let job = move |c: &crate::core::Core| {
+            let ranges = ranges(&parts);
+            let buf = parts.concat();
+            let mut out = Vec::new();
+            c.execute_local(spec, db, resp3, now, Args::new(&buf, &ranges), &mut out);
+            out
+        };
+        if shard == core.index {
+            return job(core);
+        }
+        call_blocking(core, shard, move |c| job(c))
+            .unwrap_or_else(|| b"-ERR shard unavailable (server shutting down)\r\n".to_vec())
+    };
+    let owned = |argv: &[&[u8]]| argv.iter().map(|a| a.to_vec()).collect::<Vec<_>>();
+    match spec.route {
+        _ if shards.len() == 1 => Ok(run_on(shards[0], owned(argv))),
+        Route::SplitKeys(merge) | Route::AllShards(merge) => {
+            // One part per shard, merged as the connection path merges them.
+            let mut buf = Vec::new();
+            let mut ranges_all = Vec::new();
+            for a in argv {
+                ranges_all.push((buf.len() as u32, (buf.len() + a.len()) as u32));
+                buf.extend_from_slice(a);
+            }
+            let args = Args::new(&buf, &ranges_all);
+            let step = spec.keys.2.max(1) as usize;
+            let mut key_shards = Vec::new();
+            let mut pieces = Vec::new();
+            for &shard in &shards {
+                let mut part = vec![argv[0].to_vec()];
+                if matches!(spec.route, Route::AllShards(_)) {
+                    part.extend(argv[1..].iter().map(|a| a.to_vec()));
+                } else {
+                    for i in spec.key_indexes(&args) {
+                        if host.core.shard_of(args.get(i)) == shard {
+                            part.extend((i..i + step).map(|j| argv[j].to_vec()));
+                        }
+                    }
+                }
+                pieces.push((shard as u16, run_on(shard, part)));
+            }
+            if matches!(spec.route, Route::SplitKeys(_)) {
+                key_shards = spec.key_indexes(&args).map(|i| host.core.shard_of(args.get(i)) as u16).collect();
+            }
+            let pieces: Vec<(u16, &[u8])> = pieces.iter().map(|(s, p)| (*s, p.as_slice())).collect();
+            let mut out = Vec::new();
+            crate::pipeline::merge_replies(merge, &pieces, &key_shards, &mut out);
+            Ok(out)
+        }
+        _ => Err(format!(
+            "'{}' over keys of several shards is not supported inside scripts by corekv yet",
+            spec.name.replace('|', " ")
+        )),
+    }
+}
+
+/// The error that stops a script to be run again over every shard.
+pub const RERUN: &str = "corekv: this script reaches another shard; it runs again holding every shard";
+
+fn ranges(parts: &[Vec<u8>]) -> Vec<(u32, u32)> {
+    let mut at = 0u32;
+    parts
+        .iter()
+        .map(|p| {
+            let r = (at, at + p.len() as u32);
+            at = r.1;
+            r
+        })
+        .collect()
 }

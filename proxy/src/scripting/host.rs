@@ -16,6 +16,15 @@ pub struct CoreHost<'a> {
     pub now: u64,
     /// The node of the port the client came in on (per-core cluster mode).
     pub port_node: Option<u16>,
+    /// The script runs holding every shard (a coordinator unit): it may
+    /// reach the other shards.
+    pub whole: bool,
+    /// The script reached another shard without holding them: it stopped,
+    /// to be run again with `whole` (or failed, having written already).
+    pub wants_whole: bool,
+    /// It reached another shard at all: next time it runs holding every
+    /// shard from the start.
+    pub reached_out: bool,
 }
 
 fn error_reply(msg: &str) -> Vec<u8> {
@@ -76,6 +85,9 @@ impl CoreHost<'_> {
 
 impl Host for CoreHost<'_> {
     fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String> {
+        if self.wants_whole {
+            return Err(super::cross::RERUN.into());
+        }
         let mut buf = Vec::with_capacity(argv.iter().map(|a| a.len()).sum());
         let mut ranges = Vec::with_capacity(argv.len());
         for a in argv {
@@ -132,6 +144,6 @@ impl Host for CoreHost<'_> {
             Route::AllShards(_) => (0..self.core.count).collect(),
             _ => spec.key_indexes(&args).map(|i| self.core.shard_of(args.get(i))).collect(),
         };
-        super::cross::remote_call(self.core, spec, argv, &owners, call)
+        super::cross::remote_call(self, spec, argv, &owners, call)
     }
 }
