@@ -821,6 +821,8 @@ const SETTINGS: &[(&str, &str)] = &[
     ("stop-writes-on-bgsave-error", "yes"),
     ("rdb-del-sync-files", "no"),
     ("rdb-key-save-delay", "0"),
+    ("busy-reply-threshold", "5000"),
+    ("lua-time-limit", "5000"),
     ("appendonly", "no"),
     ("appenddirname", "appendonlydir"),
     ("appendfilename", "appendonly.aof"),
