@@ -13,14 +13,17 @@ use std::task::{Context, Poll, Waker};
 /// core's sequence number, so ids are unique without a shared counter.
 pub type UnitId = u64;
 
+/// A key of one database.
+pub type DbKey = (u16, Vec<u8>);
+
 #[derive(Default)]
 pub struct LockTable {
-    keys: AHashMap<(u16, Vec<u8>), UnitId>,
+    keys: AHashMap<DbKey, UnitId>,
     /// A unit holding the whole shard (FLUSHALL in a transaction, a script
     /// whose keys are not known in advance).
     whole: Option<UnitId>,
     /// What each unit holds here, to release it.
-    held: AHashMap<UnitId, Vec<(u16, Vec<u8>)>>,
+    held: AHashMap<UnitId, Vec<DbKey>>,
     /// Tasks waiting for a release.
     waiters: Vec<Waker>,
     next_id: u64,
@@ -58,7 +61,7 @@ impl LockTable {
 
     /// Takes `keys` (or the whole shard) for `unit` if nothing else holds
     /// them; false means wait for a release and try again.
-    pub fn try_lock(&mut self, unit: UnitId, keys: &[(u16, Vec<u8>)], whole: bool) -> bool {
+    pub fn try_lock(&mut self, unit: UnitId, keys: &[DbKey], whole: bool) -> bool {
         let others = |u: &UnitId| *u != unit;
         if self.whole.as_ref().is_some_and(others) {
             return false;
@@ -87,7 +90,7 @@ impl LockTable {
 
     /// Releases everything `unit` holds here; returns the keys, and wakes
     /// every waiter to look again.
-    pub fn release(&mut self, unit: UnitId) -> Vec<(u16, Vec<u8>)> {
+    pub fn release(&mut self, unit: UnitId) -> Vec<DbKey> {
         if self.whole == Some(unit) {
             self.whole = None;
         }

@@ -4,7 +4,7 @@
 //! on each other in a circle; holding every lock until the end means no
 //! client on any core sees part of the unit.
 
-use super::locks::{until, UnitId};
+use super::locks::{until, DbKey, UnitId};
 use crate::core::Core;
 use crate::mesh::{self, Request, Response};
 use std::rc::Rc;
@@ -12,7 +12,7 @@ use std::rc::Rc;
 /// What a unit locks: keys per shard (db, key), or every shard whole.
 #[derive(Default)]
 pub struct Footprint {
-    pub keys: Vec<(usize, Vec<(u16, Vec<u8>)>)>,
+    pub keys: Vec<(usize, Vec<DbKey>)>,
     pub whole: bool,
 }
 
@@ -36,7 +36,7 @@ impl Footprint {
         shards
     }
 
-    pub fn keys_on(&self, shard: usize) -> Vec<(u16, Vec<u8>)> {
+    pub fn keys_on(&self, shard: usize) -> Vec<DbKey> {
         self.keys.iter().find(|(s, _)| *s == shard).map(|(_, k)| k.clone()).unwrap_or_default()
     }
 }
@@ -111,7 +111,7 @@ impl Drop for Unit {
     }
 }
 
-async fn lock_here(core: Rc<Core>, id: UnitId, keys: Vec<(u16, Vec<u8>)>, whole: bool) {
+async fn lock_here(core: Rc<Core>, id: UnitId, keys: Vec<DbKey>, whole: bool) {
     until(&core.locks, |table| !table.try_lock(id, &keys, whole)).await;
 }
 
