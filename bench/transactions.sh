@@ -14,6 +14,8 @@
 #            the three keys land on both shards (3 of 4 transactions span
 #            them); Redis runs the same commands on its one thread
 #   evalshax EVALSHA <INCR both> 2 k bk                  --shards 2, likewise
+#   mset/mget of k and bk                                --shards 2, likewise
+#            (half of them span both shards: each is one coordinator unit)
 # Single-shard rows: both servers on CPU 0, the client on CPU 1.
 # Cross-shard rows: corekv's two shards on CPUs 0 and 1, Redis on CPU 0,
 # the client on CPU 1 for both (so it competes with one corekv shard):
@@ -95,3 +97,5 @@ row "MULTI; INCR; INCR; GET; EXEC (1 shard)" one "MULTI; INCR __key__; INCR __ke
 row "EVALSHA INCR, 1 key (1 shard)" one "EVALSHA $sha1 1 __key__"
 row "MULTI; 3 × INCR; EXEC (2 shards)" two "MULTI; INCR __key__; INCR b__key__; INCR c__key__; EXEC"
 row "EVALSHA INCR × 2, 2 keys (2 shards)" two "EVALSHA $sha2 2 __key__ b__key__"
+row "MSET, 2 keys (2 shards)" two "MSET __key__ 1 b__key__ 2"
+row "MGET, 2 keys (2 shards)" two "MGET __key__ b__key__"
