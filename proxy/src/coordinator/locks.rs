@@ -18,7 +18,8 @@ pub type DbKey = (u16, Vec<u8>);
 
 #[derive(Default)]
 pub struct LockTable {
-    keys: AHashMap<DbKey, UnitId>,
+    /// Held keys by database, so a check borrows the key (no copy).
+    keys: AHashMap<u16, AHashMap<Vec<u8>, UnitId>>,
     /// A unit holding the whole shard (FLUSHALL in a transaction, a script
     /// whose keys are not known in advance).
     whole: Option<UnitId>,
@@ -48,9 +49,11 @@ impl LockTable {
         if self.whole.is_some_and(|u| Some(u) != me) {
             return true;
         }
-        // The map is keyed by owned keys; a borrowed lookup needs the owned
-        // form only when something is held, which is rare.
-        self.keys.get(&(db as u16, key.to_vec())).is_some_and(|&u| Some(u) != me)
+        self.holder(db as u16, key).is_some_and(|u| Some(u) != me)
+    }
+
+    fn holder(&self, db: u16, key: &[u8]) -> Option<UnitId> {
+        self.keys.get(&db)?.get(key).copied()
     }
 
     /// True when a unit other than `me` holds anything here (a command over
@@ -71,12 +74,12 @@ impl LockTable {
                 return false;
             }
             self.whole = Some(unit);
-        } else if keys.iter().any(|k| self.keys.get(k).is_some_and(others)) {
+        } else if keys.iter().any(|(db, k)| self.holder(*db, k).as_ref().is_some_and(others)) {
             return false;
         }
         let held = self.held.entry(unit).or_default();
         for k in keys {
-            if self.keys.insert(k.clone(), unit).is_none() {
+            if self.keys.entry(k.0).or_default().insert(k.1.clone(), unit).is_none() {
                 held.push(k.clone());
             }
         }
@@ -96,7 +99,12 @@ impl LockTable {
         }
         let keys = self.held.remove(&unit).unwrap_or_default();
         for k in &keys {
-            self.keys.remove(k);
+            if let Some(db) = self.keys.get_mut(&k.0) {
+                db.remove(&k.1);
+                if db.is_empty() {
+                    self.keys.remove(&k.0);
+                }
+            }
         }
         for w in self.waiters.drain(..) {
             w.wake();
