@@ -34,24 +34,38 @@ pub enum Kind {
     Fcall { read_only: bool },
 }
 
+/// What a script run needs besides the script, keys and arguments.
+#[derive(Clone, Copy)]
+pub struct Caller {
+    pub db: usize,
+    pub resp3: bool,
+    pub port_node: Option<u16>,
+}
+
 /// Runs a job on this core: the encoded reply.
 pub fn run_job(core: &Core, job: &Job) -> Vec<u8> {
     let keys: Vec<&[u8]> = job.keys.iter().map(Vec::as_slice).collect();
     let args: Vec<&[u8]> = job.args.iter().map(Vec::as_slice).collect();
+    let caller = Caller { db: job.db, resp3: job.resp3, port_node: job.port_node };
+    run_script(core, job.kind, &job.script, &keys, &args, caller)
+}
+
+/// Runs a script (EVAL body or sha, or function name) on this core.
+pub fn run_script(core: &Core, kind: Kind, script: &[u8], keys: &[&[u8]], args: &[&[u8]], caller: Caller) -> Vec<u8> {
     let cluster_enabled = core.cluster().enabled();
     let opts = RunOptions {
-        client_resp3: job.resp3,
-        read_only_command: matches!(job.kind, Kind::Eval { read_only: true, .. } | Kind::Fcall { read_only: true }),
+        client_resp3: caller.resp3,
+        read_only_command: matches!(kind, Kind::Eval { read_only: true, .. } | Kind::Fcall { read_only: true }),
         cluster_enabled,
-        db: job.db,
+        db: caller.db,
         busy_threshold_ms: core.config().busy_reply_threshold,
         status: core.process.scripts.get(core.index),
         slot: if cluster_enabled { keys.first().map(|k| key_slot(k)) } else { None },
     };
-    let mut host = CoreHost { core, now: shard::unix_ms(), port_node: job.port_node };
-    with_engine(|engine| match job.kind {
-        Kind::Eval { by_sha, .. } => engine.eval(&mut host, &job.script, by_sha, &keys, &args, &opts),
-        Kind::Fcall { .. } => engine.fcall(&mut host, &job.script, &keys, &args, &opts),
+    let mut host = CoreHost { core, now: shard::unix_ms(), port_node: caller.port_node };
+    with_engine(|engine| match kind {
+        Kind::Eval { by_sha, .. } => engine.eval(&mut host, script, by_sha, keys, args, &opts),
+        Kind::Fcall { .. } => engine.fcall(&mut host, script, keys, args, &opts),
     })
 }
 
@@ -111,15 +125,19 @@ fn kind_of(spec: &CommandSpec) -> Kind {
 pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
     let kind = kind_of(spec);
     let numkeys = numkeys(conn, &args, matches!(kind, Kind::Fcall { .. }))?;
-    let job = job(conn, kind, &args, numkeys);
-    let target = placement(conn, spec, &args, &job);
-    let new_script =
-        kind == Kind::Eval { by_sha: false, read_only: false } || kind == Kind::Eval { by_sha: false, read_only: true };
-    let must_load = new_script && !with_engine(|e| e.exists(scripting::sha1_hex(&job.script).as_bytes()));
-    if target != conn.core.index || must_load {
+    let script = args.get(1);
+    let keys: Vec<&[u8]> = (3..3 + numkeys).map(|i| args.get(i)).collect();
+    let target = match conn.owner_of_keys(spec, &args) {
+        Some(shard) => shard,
+        None => keys.first().map_or(conn.core.index, |k| conn.core.shard_of(k)),
+    };
+    let new_script = matches!(kind, Kind::Eval { by_sha: false, .. });
+    if target != conn.core.index || (new_script && !with_engine(|e| e.exists_body(script))) {
         return Some(Deferred(spec));
     }
-    let out = run_job(&conn.core, &job);
+    let rest: Vec<&[u8]> = (3 + numkeys..args.len()).map(|i| args.get(i)).collect();
+    let caller = Caller { db: conn.state.db, resp3: conn.state.resp3, port_node: conn.state.port_node };
+    let out = run_script(&conn.core, kind, script, &keys, &rest, caller);
     conn.pipeline.local(|o| o.extend_from_slice(&out));
     None
 }
