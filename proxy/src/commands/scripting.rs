@@ -70,7 +70,19 @@ pub fn run_script(core: &Core, kind: Kind, script: &[u8], keys: &[&[u8]], args: 
 }
 
 /// Checks numkeys; the number of keys, or the error already replied.
-fn numkeys(conn: &mut Connection, args: &Args, fcall: bool) -> Option<usize> {
+/// Redis answers an EVALSHA sha of the wrong length, and an FCALL of an
+/// unknown function, before looking at numkeys.
+fn numkeys(conn: &mut Connection, args: &Args, kind: Kind) -> Option<usize> {
+    let fcall = matches!(kind, Kind::Fcall { .. });
+    let sha_or_name = args.get(1);
+    if matches!(kind, Kind::Eval { by_sha: true, .. }) && sha_or_name.len() != 40 {
+        conn.pipeline.local(|o| o.extend_from_slice(scripting::NOSCRIPT));
+        return None;
+    }
+    if fcall && !with_engine(|e| e.functions.exists(sha_or_name)) {
+        conn.error("ERR Function not found");
+        return None;
+    }
     let Some(n) = parse_i64(args.get(2)) else {
         conn.error(if fcall { "ERR Bad number of keys provided" } else { shard::reply::errors::NOT_INTEGER });
         return None;
@@ -124,7 +136,7 @@ fn kind_of(spec: &CommandSpec) -> Kind {
 /// elsewhere, else deferred.
 pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
     let kind = kind_of(spec);
-    let numkeys = numkeys(conn, &args, matches!(kind, Kind::Fcall { .. }))?;
+    let numkeys = numkeys(conn, &args, kind)?;
     let script = args.get(1);
     let keys: Vec<&[u8]> = (3..3 + numkeys).map(|i| args.get(i)).collect();
     let target = match conn.owner_of_keys(spec, &args) {
@@ -145,7 +157,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
 /// EVAL*/FCALL* that load a script everywhere or run on another core.
 pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) {
     let kind = kind_of(spec);
-    let Some(numkeys) = numkeys(conn, &args, matches!(kind, Kind::Fcall { .. })) else { return };
+    let Some(numkeys) = numkeys(conn, &args, kind) else { return };
     let job = job(conn, kind, &args, numkeys);
     let target = placement(conn, spec, &args, &job);
     if let Kind::Eval { by_sha: false, .. } = kind {
