@@ -276,9 +276,9 @@ fn function_dump_payload_round_trip() {
     let payload = shard::rdb::functions_dump_payload(&e.functions.codes());
     assert_eq!(shard::rdb::functions_restore_payload(&payload), Ok(vec![lib.clone()]));
     let mut other = functions::Functions::new();
-    other.restore(&[lib.clone()], functions::RestorePolicy::Append).unwrap();
+    other.restore(std::slice::from_ref(&lib), functions::RestorePolicy::Append).unwrap();
     assert_eq!(
-        other.restore(&[lib.clone()], functions::RestorePolicy::Append),
+        other.restore(std::slice::from_ref(&lib), functions::RestorePolicy::Append),
         Err("ERR Library lib already exists".into())
     );
     assert_eq!(other.restore(&[lib], functions::RestorePolicy::Replace), Ok(()));
