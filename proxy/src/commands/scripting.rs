@@ -36,47 +36,63 @@ pub enum Kind {
     Fcall { read_only: bool },
 }
 
+/// What a script run needs besides the script, keys and arguments.
+#[derive(Clone, Copy)]
+pub struct Caller {
+    pub db: usize,
+    pub resp3: bool,
+    pub port_node: Option<u16>,
+}
+
 /// Runs a job on this core: the encoded reply, or `None` when the script
 /// reached another shard and must run again holding every shard.
 pub fn run_job(core: &Core, job: &Job, whole: bool) -> Option<Vec<u8>> {
     let keys: Vec<&[u8]> = job.keys.iter().map(Vec::as_slice).collect();
     let args: Vec<&[u8]> = job.args.iter().map(Vec::as_slice).collect();
+    let caller = Caller { db: job.db, resp3: job.resp3, port_node: job.port_node };
+    run_script(core, job.kind, &job.script, &keys, &args, caller, whole)
+}
+
+/// Runs a script (EVAL body or sha, or function name) on this core; with
+/// `whole`, holding every shard (see `scripting::cross`).
+pub fn run_script(
+    core: &Core,
+    kind: Kind,
+    script: &[u8],
+    keys: &[&[u8]],
+    args: &[&[u8]],
+    caller: Caller,
+    whole: bool,
+) -> Option<Vec<u8>> {
     let cluster_enabled = core.cluster().enabled();
     let opts = RunOptions {
-        client_resp3: job.resp3,
-        read_only_command: matches!(job.kind, Kind::Eval { read_only: true, .. } | Kind::Fcall { read_only: true }),
+        client_resp3: caller.resp3,
+        read_only_command: matches!(kind, Kind::Eval { read_only: true, .. } | Kind::Fcall { read_only: true }),
         cluster_enabled,
-        db: job.db,
+        db: caller.db,
         busy_threshold_ms: core.config().busy_reply_threshold,
         status: core.process.scripts.get(core.index),
         slot: if cluster_enabled { keys.first().map(|k| key_slot(k)) } else { None },
     };
-    let mut host = CoreHost {
-        core,
-        now: shard::unix_ms(),
-        port_node: job.port_node,
-        whole,
-        wants_whole: false,
-        reached_out: false,
-    };
-    let reply = with_engine(|engine| match job.kind {
-        Kind::Eval { by_sha, .. } => engine.eval(&mut host, &job.script, by_sha, &keys, &args, &opts),
-        Kind::Fcall { .. } => engine.fcall(&mut host, &job.script, &keys, &args, &opts),
+    let now = shard::unix_ms();
+    let mut host =
+        CoreHost { core, now, port_node: caller.port_node, whole, wants_whole: false, reached_out: false };
+    let reply = with_engine(|engine| match kind {
+        Kind::Eval { by_sha, .. } => engine.eval(&mut host, script, by_sha, keys, args, &opts),
+        Kind::Fcall { .. } => engine.fcall(&mut host, script, keys, args, &opts),
     });
     if host.reached_out {
-        remember_wide(job);
+        remember_wide(wide_key(kind, script));
     }
     (!host.wants_whole).then_some(reply)
 }
 
-/// Runs a job on another core (one hop); learns there and here whether it
-/// reached beyond its keys' shard.
+/// Runs a job on another core (one hop).
 async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<Option<Vec<u8>>> {
     mesh::call(core, shard, move |c| run_job(c, &job, false)).await
 }
 
-fn remember_wide(job: &Job) {
-    let key = wide_key(job);
+fn remember_wide(key: Vec<u8>) {
     let mut all = WIDE_ALL.lock().unwrap_or_else(|e| e.into_inner());
     if !all.contains(&key) {
         all.push(key);
@@ -95,7 +111,7 @@ thread_local! {
     static WIDE: std::cell::RefCell<(u64, std::collections::HashSet<Vec<u8>>)> = Default::default();
 }
 
-fn is_wide(job: &Job) -> bool {
+fn is_wide(kind: Kind, script: &[u8]) -> bool {
     let generation = WIDE_GENERATION.load(Ordering::Acquire);
     WIDE.with(|w| {
         let mut w = w.borrow_mut();
@@ -103,20 +119,32 @@ fn is_wide(job: &Job) -> bool {
             let all = WIDE_ALL.lock().unwrap_or_else(|e| e.into_inner());
             *w = (generation, all.iter().cloned().collect());
         }
-        !w.1.is_empty() && w.1.contains(&wide_key(job))
+        !w.1.is_empty() && w.1.contains(&wide_key(kind, script))
     })
 }
 
-fn wide_key(job: &Job) -> Vec<u8> {
-    match job.kind {
-        Kind::Eval { by_sha: false, .. } => scripting::sha1_hex(&job.script).into_bytes(),
-        Kind::Eval { by_sha: true, .. } => job.script.to_ascii_lowercase(),
-        Kind::Fcall { .. } => [b"f:", &job.script[..]].concat(),
+fn wide_key(kind: Kind, script: &[u8]) -> Vec<u8> {
+    match kind {
+        Kind::Eval { by_sha: false, .. } => scripting::sha1_hex(script).into_bytes(),
+        Kind::Eval { by_sha: true, .. } => script.to_ascii_lowercase(),
+        Kind::Fcall { .. } => [b"f:", script].concat(),
     }
 }
 
 /// Checks numkeys; the number of keys, or the error already replied.
-fn numkeys(conn: &mut Connection, args: &Args, fcall: bool) -> Option<usize> {
+/// Redis answers an EVALSHA sha of the wrong length, and an FCALL of an
+/// unknown function, before looking at numkeys.
+fn numkeys(conn: &mut Connection, args: &Args, kind: Kind) -> Option<usize> {
+    let fcall = matches!(kind, Kind::Fcall { .. });
+    let sha_or_name = args.get(1);
+    if matches!(kind, Kind::Eval { by_sha: true, .. }) && sha_or_name.len() != 40 {
+        conn.pipeline.local(|o| o.extend_from_slice(scripting::NOSCRIPT));
+        return None;
+    }
+    if fcall && !with_engine(|e| e.functions.exists(sha_or_name)) {
+        conn.error("ERR Function not found");
+        return None;
+    }
     let Some(n) = parse_i64(args.get(2)) else {
         conn.error(if fcall { "ERR Bad number of keys provided" } else { shard::reply::errors::NOT_INTEGER });
         return None;
@@ -150,8 +178,8 @@ fn job(conn: &Connection, kind: Kind, args: &Args, numkeys: usize) -> Job {
 /// runs here holding every shard: its keys span shards, it declares none
 /// (so whatever it touches is undeclared), or it was seen reaching beyond
 /// its keys' shard before.
-fn placement(conn: &Connection, spec: &CommandSpec, args: &Args, job: &Job) -> Option<usize> {
-    if conn.core.count > 1 && (job.keys.is_empty() || is_wide(job)) {
+fn placement(conn: &Connection, spec: &CommandSpec, args: &Args, kind: Kind, numkeys: usize) -> Option<usize> {
+    if conn.core.count > 1 && (numkeys == 0 || is_wide(kind, args.get(1))) {
         return None;
     }
     conn.owner_of_keys(spec, args)
@@ -172,18 +200,19 @@ fn kind_of(spec: &CommandSpec) -> Kind {
 /// elsewhere, else deferred.
 pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) -> Option<Deferred> {
     let kind = kind_of(spec);
-    let numkeys = numkeys(conn, &args, matches!(kind, Kind::Fcall { .. }))?;
-    let job = job(conn, kind, &args, numkeys);
-    let target = placement(conn, spec, &args, &job);
-    let new_script =
-        kind == Kind::Eval { by_sha: false, read_only: false } || kind == Kind::Eval { by_sha: false, read_only: true };
-    let must_load = new_script && !with_engine(|e| e.exists(scripting::sha1_hex(&job.script).as_bytes()));
+    let numkeys = numkeys(conn, &args, kind)?;
+    let script = args.get(1);
+    let target = placement(conn, spec, &args, kind, numkeys);
+    let new_script = matches!(kind, Kind::Eval { by_sha: false, .. });
     // Inside EXEC the transaction's unit holds every shard already.
     let whole = conn.pipeline.unit.is_some();
-    if (target != Some(conn.core.index) && !whole) || must_load {
+    if (target != Some(conn.core.index) && !whole) || (new_script && !with_engine(|e| e.exists_body(script))) {
         return Some(Deferred::Command(spec));
     }
-    match run_job(&conn.core, &job, whole) {
+    let keys: Vec<&[u8]> = (3..3 + numkeys).map(|i| args.get(i)).collect();
+    let rest: Vec<&[u8]> = (3 + numkeys..args.len()).map(|i| args.get(i)).collect();
+    let caller = Caller { db: conn.state.db, resp3: conn.state.resp3, port_node: conn.state.port_node };
+    match run_script(&conn.core, kind, script, &keys, &rest, caller, whole) {
         Some(out) => conn.pipeline.local(|o| o.extend_from_slice(&out)),
         // It reached another shard: again, holding every shard.
         None => return Some(Deferred::Command(spec)),
@@ -194,9 +223,9 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
 /// EVAL*/FCALL* that load a script everywhere or run on another core.
 pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) {
     let kind = kind_of(spec);
-    let Some(numkeys) = numkeys(conn, &args, matches!(kind, Kind::Fcall { .. })) else { return };
+    let Some(numkeys) = numkeys(conn, &args, kind) else { return };
     let job = job(conn, kind, &args, numkeys);
-    let target = placement(conn, spec, &args, &job);
+    let target = placement(conn, spec, &args, kind, numkeys);
     if let Kind::Eval { by_sha: false, .. } = kind {
         if let Err(e) = load_everywhere(&conn.core, job.script.clone()).await {
             return conn.error(&e);

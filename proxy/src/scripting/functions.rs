@@ -100,6 +100,10 @@ impl Functions {
         Functions { vm: Vm::for_functions(register_function), libraries: Vec::new(), functions: HashMap::new() }
     }
 
+    pub fn exists(&self, name: &[u8]) -> bool {
+        std::str::from_utf8(name).is_ok_and(|n| self.functions.contains_key(n))
+    }
+
     /// FUNCTION FLUSH.
     pub fn flush(&mut self) {
         *self = Functions::new();

@@ -176,6 +176,11 @@ impl Engine {
         std::str::from_utf8(sha).is_ok_and(|s| self.scripts.contains_key(&s.to_ascii_lowercase()))
     }
 
+    /// Whether a script body is in the cache.
+    pub fn exists_body(&self, body: &[u8]) -> bool {
+        self.scripts.contains_key(&sha1_hex(body))
+    }
+
     pub fn script(&self, sha: &str) -> Option<&Script> {
         self.scripts.get(sha)
     }

@@ -222,3 +222,64 @@ fn deterministic_random() {
     let out = eval_with(&mut e, &mut h, script, &[], &[], false);
     assert_eq!(out, "*2\r\n:0\r\n$16\r\n0.84048536971234\r\n");
 }
+
+fn fcall(engine: &mut Engine, host: &mut FakeHost, name: &str, keys: &[&str], args: &[&str]) -> String {
+    let keys: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+    let args: Vec<&[u8]> = args.iter().map(|k| k.as_bytes()).collect();
+    String::from_utf8(engine.fcall(host, name.as_bytes(), &keys, &args, &opts(false))).unwrap()
+}
+
+#[test]
+fn functions_load_and_call() {
+    let (mut e, mut h) = (Engine::new(), FakeHost::default());
+    let lib = b"#!lua name=lib\nredis.register_function('echo', function(keys, args) return {keys[1], args[1]} end)\nredis.register_function{function_name='ro', callback=function(keys) return redis.call('set', keys[1], 'x') end, flags={'no-writes'}}";
+    assert_eq!(e.functions.load(lib, false), Ok("lib".to_string()));
+    assert_eq!(e.functions.load(lib, false), Err("ERR Library 'lib' already exists".to_string()));
+    assert_eq!(e.functions.load(lib, true), Ok("lib".to_string()));
+    assert_eq!(fcall(&mut e, &mut h, "echo", &["k"], &["a"]), "*2\r\n$1\r\nk\r\n$1\r\na\r\n");
+    assert!(fcall(&mut e, &mut h, "ro", &["k"], &[])
+        .starts_with("-ERR Write commands are not allowed from read-only scripts. script: ro, on @user_function:3."));
+    assert_eq!(fcall(&mut e, &mut h, "nosuch", &[], &[]), "-ERR Function not found\r\n");
+    let clash = b"#!lua name=other\nredis.register_function('echo', function() end)";
+    assert_eq!(e.functions.load(clash, false), Err("ERR Function echo already exists".to_string()));
+    assert_eq!(e.functions.delete(b"lib"), Ok(()));
+    assert_eq!(e.functions.delete(b"lib"), Err("ERR Library not found".to_string()));
+    assert_eq!(e.functions.load(clash, false), Ok("other".to_string()));
+}
+
+#[test]
+fn functions_load_errors() {
+    let mut f = functions::Functions::new();
+    let mut load = |code: &str| f.load(code.as_bytes(), false).unwrap_err();
+    assert_eq!(load("return 1"), "ERR Missing library metadata");
+    assert_eq!(load("#!lua"), "ERR Invalid library metadata");
+    assert_eq!(load("#!lua\n"), "ERR Library name was not given");
+    assert_eq!(load("#!lua name=a-b\n"), "ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long");
+    assert_eq!(load("#!js name=a\n"), "ERR Engine 'js' not found");
+    assert_eq!(load("#!lua name=a\nreturn 1"), "ERR No functions registered");
+    assert!(load("#!lua name=a\nlocal x = +").starts_with("ERR Error compiling function: user_function:2:"));
+    assert_eq!(
+        load("#!lua name=a\nredis.call('ping')"),
+        "ERR Error registering functions: ERR user_function:2: Script attempted to access nonexistent global variable 'call'"
+    );
+    assert_eq!(
+        load("#!lua name=a\nredis.register_function('f', 1)"),
+        "ERR Error registering functions: ERR second argument to redis.register_function must be a function"
+    );
+}
+
+#[test]
+fn function_dump_payload_round_trip() {
+    let (mut e, _) = (Engine::new(), FakeHost::default());
+    let lib = b"#!lua name=lib\nredis.register_function('f', function() return 1 end)".to_vec();
+    e.functions.load(&lib, false).unwrap();
+    let payload = shard::rdb::functions_dump_payload(&e.functions.codes());
+    assert_eq!(shard::rdb::functions_restore_payload(&payload), Ok(vec![lib.clone()]));
+    let mut other = functions::Functions::new();
+    other.restore(std::slice::from_ref(&lib), functions::RestorePolicy::Append).unwrap();
+    assert_eq!(
+        other.restore(std::slice::from_ref(&lib), functions::RestorePolicy::Append),
+        Err("ERR Library lib already exists".into())
+    );
+    assert_eq!(other.restore(&[lib], functions::RestorePolicy::Replace), Ok(()));
+}
