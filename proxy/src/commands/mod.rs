@@ -1,6 +1,7 @@
 //! Commands the proxy implements itself: connection state, server
 //! introspection and configuration, and the keyspace commands that need
-//! several phases or every shard. One file per family.
+//! several phases or every shard. One file per family; this file is the
+//! dispatcher (only it names the families; they share `reply.rs`).
 
 mod bits;
 mod cluster;

@@ -1,6 +1,8 @@
-//! The transaction coordinator: the one way work reaches several shards as
-//! one atomic unit (a multi-key command over several shards, EXEC, a
-//! script).
+//! The coordinator: the one way any command reaches other shards. Calls
+//! run closures on other cores (`dispatch.rs`), the owner executes what
+//! its peers send (`serve.rs`), and work over several shards runs as one
+//! atomic unit (`unit.rs`, `locks.rs`: a multi-key command over several
+//! shards, EXEC, a script).
 //!
 //! A unit takes per-key locks on every shard it touches, shard by shard in
 //! shard order, runs its commands (any mix of local, batched and
@@ -12,6 +14,7 @@
 //! a shard runs one thing at a time, so it is atomic already, and the check
 //! costs one emptiness test while no unit holds anything there.
 
+// Lower layers name `locks` itself (a leaf), never this module.
 pub mod dispatch;
 pub mod locks;
 pub mod serve;
