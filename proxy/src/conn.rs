@@ -1,20 +1,18 @@
-//! One client connection: read, parse every complete command in the buffer,
-//! route each to its shard, then write all replies with one send.
+//! One connection's socket loop: read, parse every complete command in the
+//! buffer, route each (`router.rs`), then write all replies with one send.
 
 use crate::blocking;
 use crate::clients::ClientInfo;
-use crate::cluster::Owner;
-use crate::commands::{self, Deferred};
+use crate::commands::transactions;
 use crate::core::{Core, CoreStats};
 use crate::log;
+use crate::persistence::aof::durable;
 use crate::pipeline::Pipeline;
 use crate::resp::{Limits, Parsed, RequestParser};
-use crate::slot::key_slot;
+use crate::session::{ConnState, Connection, Port};
 use crate::stream::ClientStream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use shard::commands::{arity_error, flags};
-use shard::reply::errors::NOAUTH;
-use shard::{Args, CommandSpec, Merge, Route};
+use shard::Args;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -24,52 +22,6 @@ const READ_CHUNK: usize = 16 * 1024;
 /// so a client pipelining reads of large values without reading its replies
 /// is held back by TCP instead of growing this buffer without bound.
 const OUTPUT_HIGH_WATER: usize = 1 << 20;
-
-/// What a connection carries from one command to the next.
-pub struct ConnState {
-    pub id: u64,
-    /// This connection's entry in the core's client registry.
-    pub registry_key: usize,
-    pub db: usize,
-    pub resp3: bool,
-    pub authenticated: bool,
-    /// Close once the replies gathered so far are written (QUIT, errors).
-    pub close: bool,
-    /// The cluster node this connection's port stands for (per-core shard
-    /// ports, and the client port in emulated mode); keys of other nodes'
-    /// slots get MOVED.
-    pub port_node: Option<u16>,
-    /// Accepted on this core's own per-core node port: server-wide commands
-    /// (DBSIZE, KEYS, SCAN...) cover this shard only, as on a cluster node.
-    pub shard_port: bool,
-    /// Commands queued since MULTI.
-    pub multi: Option<commands::transactions::Queued>,
-    /// Keys this connection WATCHes: (shard, db, key).
-    pub watched: Vec<(usize, usize, Vec<u8>)>,
-    /// Watched keys that were absent or expired when watched: running out
-    /// of time does not change them (Redis 7.0).
-    pub watched_absent: Vec<(usize, usize, Vec<u8>)>,
-}
-
-/// Which listener accepted a connection.
-#[derive(Clone, Copy, PartialEq)]
-pub enum Port {
-    /// The shared client port (SO_REUSEPORT on every core).
-    Client,
-    /// This core's own node port in per-core cluster mode.
-    Node,
-}
-
-pub struct Connection {
-    pub core: Rc<Core>,
-    pub state: ConnState,
-    pub pipeline: Pipeline,
-    /// Unix ms of the current read batch (Redis's cached command time).
-    pub now: u64,
-    last_cmd: &'static str,
-    /// Cluster key checks (CROSSSLOT, MOVED) apply.
-    cluster: bool,
-}
 
 /// Serves one accepted connection until it closes.
 pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
@@ -142,7 +94,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         };
         drop(view);
         conn.run(&mut stream).await;
-        commands::transactions::forget_watches(&mut conn).await;
+        transactions::forget_watches(&mut conn).await;
         core.clients.borrow_mut().list.remove(registry_key);
     }
     let _ = stream.close().await;
@@ -247,7 +199,7 @@ impl Connection {
     /// with one write. False when the client is gone.
     async fn send_replies(&mut self, stream: &mut ClientStream) -> bool {
         self.pipeline.flush(&self.core).await;
-        crate::persistence::aof::durable(&self.core).await;
+        durable(&self.core).await;
         if self.pipeline.out.is_empty() {
             return true;
         }
@@ -273,259 +225,4 @@ impl Connection {
             c.multi = self.state.multi.as_ref().map_or((-1, 0), |q| q.size());
         }
     }
-
-    pub fn error(&mut self, msg: &str) {
-        self.pipeline.local(|out| shard::Reply::new(out, false).error(msg));
-    }
-
-    /// An error that refuses a command; inside MULTI it also dooms the
-    /// transaction (EXECABORT), as Redis's `rejectCommand`.
-    fn reject(&mut self, msg: &str) {
-        if let Some(q) = &mut self.state.multi {
-            q.failed = true;
-        }
-        self.error(msg);
-    }
-
-    /// Runs what `handle` deferred, after every earlier reply is in: waits
-    /// out a unit holding the command's keys, then handles it again.
-    pub async fn run_deferred(&mut self, mut deferred: Deferred, args: Args<'_>) -> Option<blocking::BlockWait> {
-        loop {
-            self.pipeline.flush(&self.core).await;
-            match deferred {
-                Deferred::Locked => {
-                    crate::coordinator::wait_for_release(&self.core).await;
-                    deferred = self.handle(args)?;
-                }
-                Deferred::Command(spec) => return commands::run_deferred(self, spec, args).await,
-            }
-        }
-    }
-
-    /// Routes one command. Returns the work that must wait for earlier
-    /// replies (multi-phase and server-wide commands).
-    pub(crate) fn handle(&mut self, args: Args) -> Option<Deferred> {
-        let name = args.get(0);
-        let Some(mut spec) = self.core.commands.lookup(name) else {
-            if name.eq_ignore_ascii_case(b"host:") || name.eq_ignore_ascii_case(b"post") {
-                log::warning("Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. Connection aborted.");
-                self.state.close = true;
-                return None;
-            }
-            self.reject(&unknown_command(&args));
-            return None;
-        };
-        if !spec.arity_ok(args.len()) {
-            if spec.name == "exec" {
-                // EXECABORT, with or without MULTI, as Redis's rejectCommand.
-                return Some(Deferred::Command(spec));
-            }
-            self.reject(&arity_error(spec.name));
-            return None;
-        }
-        if !spec.subcommands.is_empty() && args.len() >= 2 {
-            match spec.subcommand(args.get(1)) {
-                Some(sub) => spec = sub,
-                None => {
-                    let msg = format!(
-                        "ERR unknown subcommand '{}'. Try {} HELP.",
-                        truncated(args.get(1), 128),
-                        spec.name.to_uppercase()
-                    );
-                    self.reject(&msg);
-                    return None;
-                }
-            }
-            if !spec.arity_ok(args.len()) {
-                self.reject(&arity_error(spec.name));
-                return None;
-            }
-        }
-        self.last_cmd = spec.name;
-        if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) {
-            self.reject(NOAUTH);
-            return None;
-        }
-        // Redis refuses writes (and PING) after a failed BGSAVE, or while
-        // the AOF cannot be written.
-        let (rdb_failed, aof_failing) = (self.core.save.deny_writes.get(), self.core.aof.refusals.any.get());
-        if (rdb_failed || aof_failing) && (spec.has_flag(flags::WRITE) || spec.name == "ping") {
-            match rdb_failed {
-                true => self.reject(crate::persistence::MISCONF),
-                false => self.reject(&crate::persistence::aof::misconf(&self.core)),
-            }
-            return None;
-        }
-        if self.cluster && self.redirected(spec, &args) {
-            if let Some(q) = &mut self.state.multi {
-                q.failed = true;
-            }
-            return None;
-        }
-        if self.state.multi.is_some() && matches!(spec.name, "shutdown" | "save" | "sync" | "psync") {
-            self.reject("ERR Command not allowed inside a transaction");
-            return None;
-        }
-        if self.state.multi.is_some() && !commands::transactions::runs_in_multi(spec) {
-            commands::transactions::queue(self, spec, &args);
-            return None;
-        }
-        if !self.core.locks.borrow().is_idle() && self.locked_here(spec, &args) {
-            return Some(Deferred::Locked);
-        }
-        let (db, resp3) = (self.state.db, self.state.resp3);
-        match spec.route {
-            Route::Local => self.run_local(spec, args),
-            Route::Keyed => match self.owner_of_keys(spec, &args) {
-                Some(shard) if shard == self.core.index => self.run_local(spec, args),
-                Some(shard) => self.pipeline.remote(shard, spec, db, resp3, args.iter()),
-                None => return Some(Deferred::Command(spec)),
-            },
-            Route::SplitKeys(merge) => {
-                let step = spec.keys.2 as usize;
-                if !(args.len() - 1).is_multiple_of(step) {
-                    self.reject(&arity_error(spec.name));
-                    return None;
-                }
-                match self.owner_of_keys(spec, &args) {
-                    Some(shard) if shard == self.core.index => self.run_local(spec, args),
-                    Some(shard) => self.pipeline.remote(shard, spec, db, resp3, args.iter()),
-                    // Over several shards: atomically, as a coordinator unit.
-                    None if self.pipeline.unit.is_none() => return Some(Deferred::Command(spec)),
-                    None => self.split_by_key(spec, merge, args, step),
-                }
-            }
-            Route::AllShards(merge) => {
-                if self.core.count == 1 || self.state.shard_port {
-                    self.run_local(spec, args);
-                } else if spec.has_flag(flags::WRITE) && self.pipeline.unit.is_none() {
-                    // FLUSHALL, SWAPDB: every shard at one instant.
-                    return Some(Deferred::Command(spec));
-                } else {
-                    self.split_all(spec, merge, args);
-                }
-            }
-            Route::Proxy => return commands::run_now(self, spec, args),
-        }
-        None
-    }
-
-    /// Redis Cluster's checks: every key in one slot (else CROSSSLOT), and
-    /// that slot served by this connection's node (else MOVED to its owner).
-    /// Returns true when the command was answered with a redirection.
-    fn redirected(&mut self, spec: &CommandSpec, args: &Args) -> bool {
-        let mut slot = None;
-        for i in spec.key_indexes(args) {
-            let s = key_slot(args.get(i));
-            match slot {
-                None => slot = Some(s),
-                Some(first) if first != s => {
-                    self.error("CROSSSLOT Keys in request don't hash to the same slot");
-                    return true;
-                }
-                _ => {}
-            }
-        }
-        let Some(slot) = slot else {
-            return false;
-        };
-        let moved = {
-            let view = self.core.cluster.borrow();
-            let owner = match view.owner(slot) {
-                Owner::Remote { node } => Some(node),
-                Owner::Local { node, .. } if self.state.port_node.is_some_and(|p| p != node) => Some(node),
-                Owner::Local { .. } => None,
-            };
-            owner.map(|node| format!("MOVED {slot} {}", view.node(node).addr()))
-        };
-        match moved {
-            Some(msg) => {
-                self.error(&msg);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// True when a coordinator unit other than this connection's holds a
-    /// key of this shard that the command touches.
-    fn locked_here(&self, spec: &CommandSpec, args: &Args) -> bool {
-        let (locks, me, db) = (self.core.locks.borrow(), self.pipeline.unit, self.state.db);
-        if matches!(spec.route, Route::AllShards(_)) {
-            return locks.blocks_any(me);
-        }
-        spec.key_indexes(args).any(|i| {
-            let key = args.get(i);
-            self.core.shard_of(key) == self.core.index && locks.blocks(db, key, me)
-        })
-    }
-
-    #[inline]
-    pub fn run_local(&mut self, spec: &'static CommandSpec, args: Args) {
-        let (core, db, resp3, now) = (&self.core, self.state.db, self.state.resp3, self.now);
-        self.pipeline.local(|out| core.execute_local(spec, db, resp3, now, args, out));
-    }
-
-    /// The one shard owning every key of the command, `None` if they span
-    /// several. Keyless commands run here.
-    pub fn owner_of_keys(&self, spec: &CommandSpec, args: &Args) -> Option<usize> {
-        if self.core.count == 1 {
-            return Some(0);
-        }
-        let mut owner = None;
-        for i in spec.key_indexes(args) {
-            let shard = self.core.shard_of(args.get(i));
-            match owner {
-                None => owner = Some(shard),
-                Some(o) if o != shard => return None,
-                _ => {}
-            }
-        }
-        Some(owner.unwrap_or(self.core.index))
-    }
-
-    /// A command for every shard, replies merged.
-    pub fn split_all(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args) {
-        let all: Vec<usize> = (1..args.len()).collect();
-        let groups: Vec<(usize, Vec<usize>)> = (0..self.core.count).map(|s| (s, all.clone())).collect();
-        let (db, resp3, now, core) = (self.state.db, self.state.resp3, self.now, self.core.clone());
-        self.pipeline.split(&core, spec, merge, db, resp3, now, args, &groups, &[]);
-    }
-
-    pub fn split_by_key(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args, step: usize) {
-        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-        let mut key_shards = Vec::new();
-        for i in spec.key_indexes(&args) {
-            let shard = self.core.shard_of(args.get(i));
-            key_shards.push(shard as u16);
-            let group = match groups.iter().position(|(s, _)| *s == shard) {
-                Some(g) => g,
-                None => {
-                    groups.push((shard, Vec::new()));
-                    groups.len() - 1
-                }
-            };
-            groups[group].1.extend(i..i + step);
-        }
-        groups.sort_by_key(|(s, _)| *s);
-        let (db, resp3, now, core) = (self.state.db, self.state.resp3, self.now, self.core.clone());
-        self.pipeline.split(&core, spec, merge, db, resp3, now, args, &groups, &key_shards);
-    }
-}
-
-fn truncated(b: &[u8], max: usize) -> String {
-    String::from_utf8_lossy(&b[..b.len().min(max)]).into_owned()
-}
-
-/// Redis's text, quoting up to 128 bytes of arguments.
-fn unknown_command(args: &Args) -> String {
-    let mut quoted = String::new();
-    for a in args.iter().skip(1) {
-        if quoted.len() >= 128 {
-            break;
-        }
-        let room = 128 - quoted.len();
-        quoted.push_str(&format!("'{}' ", truncated(a, room)));
-    }
-    format!("ERR unknown command '{}', with args beginning with: {}", truncated(args.get(0), 128), quoted)
 }

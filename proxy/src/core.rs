@@ -1,14 +1,19 @@
 //! Per-core state: the shard this core owns, its connections, statistics and
 //! its end of the mesh. Everything here is touched by one thread only; the
-//! few process-wide facts live in [`Process`] and are read-mostly.
+//! few process-wide facts live in [`Process`] and are read-mostly. This
+//! file holds state only: what runs against it lives in the layers above
+//! (ARCHITECTURE.md, "Layers").
 
+use crate::blocking::request::Waiters;
 use crate::clients::Clients;
 use crate::cluster::ClusterView;
-use crate::mesh::{Batch, BatchReply, Mesh};
+use crate::coordinator::locks::LockTable;
+use crate::mesh::{Mesh, Response};
+use crate::persistence::aof::state::Aof;
+use crate::persistence::status::{CoreSave, SaveStatus};
 use crate::slot::key_slot;
 use shard::commands::all;
-use shard::commands::{execute, Ctx};
-use shard::{Args, CommandSpec, Reply, Shard};
+use shard::{CommandSpec, Shard};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -45,7 +50,7 @@ pub struct Process {
     /// Highest total of allocated bytes INFO has seen.
     pub memory_peak: std::sync::atomic::AtomicU64,
     /// Saves: the one-at-a-time lock, LASTSAVE, INFO persistence.
-    pub save_status: crate::persistence::SaveStatus,
+    pub save_status: SaveStatus,
     /// SIGTERM/SIGINT asked for a shutdown; core 0 saves first if it must.
     pub signal_shutdown: AtomicBool,
     /// Each core's running script, for SCRIPT KILL / FUNCTION KILL.
@@ -148,10 +153,10 @@ pub struct Core {
     pub commands: CommandTable,
     pub clients: RefCell<Clients>,
     pub stats: CoreStats,
-    pub mesh: Mesh,
+    pub mesh: Mesh<Core>,
     pub process: Arc<Process>,
     /// Clients blocked on keys this core owns.
-    pub blocked: RefCell<crate::blocking::Waiters>,
+    pub blocked: RefCell<Waiters>,
     /// This core's own connections that are blocked (INFO blocked_clients).
     pub blocked_here: Cell<u64>,
     /// Sequence for waiter ids (interleaved with the other cores').
@@ -159,20 +164,26 @@ pub struct Core {
     /// A weak handle on itself, for tasks spawned from `&self`.
     pub me: std::rc::Weak<Core>,
     /// This shard's append-only file.
-    pub aof: crate::persistence::aof::Aof,
+    pub aof: Aof,
     /// This core's part in snapshots.
-    pub save: crate::persistence::CoreSave,
+    pub save: CoreSave,
     /// (unix ms, instant) read once per busy client-ring turn, cleared before
     /// the ring's driver waits (so never older than one turn): the
     /// connections a busy turn wakes share one clock read, as Redis caches
     /// its time per event-loop iteration.
     pub turn_clock: Cell<Option<(u64, Instant)>>,
     /// Keys of this shard held by coordinator units.
-    pub locks: RefCell<crate::coordinator::LockTable>,
+    pub locks: RefCell<LockTable>,
 }
 
 impl Core {
-    pub fn new(shard: Shard, cluster: ClusterView, mesh: Mesh, process: Arc<Process>, me: std::rc::Weak<Core>) -> Self {
+    pub fn new(
+        shard: Shard,
+        cluster: ClusterView,
+        mesh: Mesh<Core>,
+        process: Arc<Process>,
+        me: std::rc::Weak<Core>,
+    ) -> Self {
         Core {
             blocked: Default::default(),
             blocked_here: Cell::new(0),
@@ -194,43 +205,9 @@ impl Core {
         }
     }
 
-    /// Runs one command on this core's shard, appending its reply to `out`.
-    #[inline]
-    pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
-        let mut shard = self.shard.borrow_mut();
-        let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
-        execute(spec, &mut shard, &mut ctx, args);
-        let ready = !shard.ready.is_empty();
-        drop(shard);
-        if ready {
-            self.serve_ready();
-        }
-    }
-
-    /// Runs a batch sent by another core, from its op `reply.ends.len()` on.
-    /// Returns false when it stopped at an op whose keys a coordinator unit
-    /// holds: the caller waits for a release and calls again.
-    pub fn execute_batch(&self, batch: &Batch, reply: &mut BatchReply) -> bool {
-        let locks = self.locks.borrow();
-        let mut shard = self.shard.borrow_mut();
-        if reply.ends.is_empty() {
-            shard.stats.remote_batches += 1;
-        }
-        let now = shard::unix_ms();
-        let mut done = true;
-        for op in &batch.ops[reply.ends.len()..] {
-            let args = batch.args(op);
-            if !locks.is_idle() && crate::coordinator::blocked(&locks, op.spec, op.db as usize, &args, batch.unit) {
-                done = false;
-                break;
-            }
-            let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
-            execute(op.spec, &mut shard, &mut ctx, args);
-            reply.ends.push(reply.data.len() as u32);
-        }
-        drop((shard, locks));
-        self.serve_ready();
-        done
+    /// Answers ticket `ticket` of core `origin` (this core or a peer).
+    pub fn deliver(&self, origin: usize, ticket: u32, response: Response) {
+        self.mesh.deliver(origin, ticket, response)
     }
 
     pub fn cluster(&self) -> Rc<ClusterView> {

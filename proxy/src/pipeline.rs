@@ -4,8 +4,9 @@
 //! `out`, remote replies, merges of split commands) and assembled when the
 //! remote replies are in. One batch per destination core per read.
 
+use crate::coordinator::locks::UnitId;
 use crate::core::{Core, CoreStats};
-use crate::mesh::{send, Batch, BatchReply, Request, Response};
+use crate::mesh::{Batch, BatchReply, Request, Response};
 use crate::resp::skip_value;
 use shard::{Args, CommandSpec, Merge};
 use std::rc::Rc;
@@ -38,7 +39,7 @@ pub struct Pipeline {
     ranges: Vec<(u32, u32)>,
     /// The coordinator unit the connection is running, if any: its batches
     /// pass its own locks.
-    pub unit: Option<crate::coordinator::UnitId>,
+    pub unit: Option<UnitId>,
 }
 
 const SHARD_LOST: &[u8] = b"-ERR shard unavailable (server shutting down)\r\n";
@@ -141,7 +142,7 @@ impl Pipeline {
                 batch.unit = self.unit;
                 CoreStats::add(&core.stats.hops_sent, 1);
                 CoreStats::add(&core.stats.remote_commands, batch.ops.len() as u64);
-                tickets.push((shard, send(core, shard, Request::Batch(batch)).await));
+                tickets.push((shard, core.mesh.send(shard, Request::Batch(batch)).await));
             }
         }
         let mut replies: Vec<Option<BatchReply>> = (0..self.outgoing.len()).map(|_| None).collect();

@@ -2,13 +2,16 @@
 //! port(s) with SO_REUSEPORT, serve connections, and run the periodic tasks
 //! (active expiry, statistics) until shutdown.
 
+use crate::cluster::reload::reload_topology;
 use crate::cluster::ClusterView;
-use crate::conn::{self, Port};
+use crate::conn;
+use crate::coordinator::serve::serve;
 use crate::core::{Core, Process};
 use crate::log;
-use crate::mesh::{self, Mesh, RequestMesh, ResponseMesh};
+use crate::mesh::{Mesh, RequestMesh, ResponseMesh};
 use crate::persistence::{self, load::Dump};
 use crate::ring::{Ring, RingConfig};
+use crate::session::Port;
 use crate::stream::ClientStream;
 use glommio::net::TcpListener;
 use shard::{Config, Shard};
@@ -24,7 +27,7 @@ pub struct CoreSetup {
     pub count: usize,
     pub config: Config,
     pub process: Arc<Process>,
-    pub requests: RequestMesh,
+    pub requests: RequestMesh<Core>,
     pub responses: ResponseMesh,
     pub listen: Vec<SocketAddr>,
     pub cluster: ClusterView,
@@ -62,30 +65,6 @@ fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<(Ra
     // SAFETY: a freshly created listening TCP socket whose ownership moves
     // into the glommio listener.
     Ok((fd, unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) }))
-}
-
-/// Re-reads the topology file and installs the new view on every core.
-/// Routing changes at once; keys of slots that moved are not migrated.
-pub async fn reload_topology(core: &Rc<Core>) -> Result<(), String> {
-    let (config, shards) = (core.config().clone(), core.count);
-    if config.cluster_config_file.is_empty() {
-        return Err("no cluster-config-file to reload".into());
-    }
-    let text = std::fs::read_to_string(&config.cluster_config_file)
-        .map_err(|e| format!("reading {}: {e}", config.cluster_config_file))?;
-    let view = ClusterView::build(&config, shards, core.process.tcp_port, Some(&text))?;
-    let old = core.cluster();
-    if view.shard_nodes.iter().map(|&n| view.node(n).port).ne(old.shard_nodes.iter().map(|&n| old.node(n).port)) {
-        return Err("the reloaded topology changes this host's node ports; restart to apply".into());
-    }
-    let installed = crate::mesh::call_all(core, move |c| {
-        *c.cluster.borrow_mut() = std::rc::Rc::new(view.clone());
-    })
-    .await;
-    if installed.iter().any(Option::is_none) {
-        return Err("could not reach every shard".into());
-    }
-    Ok(())
 }
 
 /// Accepts until shutdown, when [`stop_listening`] makes the pending accept
@@ -173,12 +152,12 @@ fn close_idle_clients(core: &Core, timeout: Duration) {
 /// Runs one core until shutdown.
 /// `listening` is called once every client socket of this core is bound.
 pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Result<()> {
-    let (mesh, requests, responses) = Mesh::join(setup.requests, setup.responses).await;
+    let (mesh, requests, responses) = Mesh::join(setup.index, setup.requests, setup.responses).await;
     let backlog = setup.config.tcp_backlog as i32;
     let node_port = setup.cluster.shard_port(setup.index);
     let shard = Shard::new(setup.index, setup.count, setup.config);
     let core = Rc::new_cyclic(|me| Core::new(shard, setup.cluster, mesh, setup.process, me.clone()));
-    mesh::serve(&core, requests, responses);
+    serve(&core, requests, responses);
     if let Some(dump) = &setup.dump {
         let started = std::time::Instant::now();
         if let Err(e) = persistence::load::load(&core, dump) {

@@ -1,7 +1,7 @@
 //! A client socket, whichever side drives it: glommio's reactor (the
 //! default) or this core's own ring (`client-ring yes`).
 
-use crate::ring::RingStream;
+use crate::ring::stream::RingStream;
 use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
 use std::net::SocketAddr;

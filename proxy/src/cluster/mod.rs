@@ -3,7 +3,7 @@
 //! modes (`cluster-mode no` simply has no nodes), built once at start and
 //! rebuilt on reload; every core holds its own copy.
 
-pub mod commands;
+pub mod reload;
 pub mod topology;
 
 use crate::slot::SLOTS;

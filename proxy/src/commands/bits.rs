@@ -3,9 +3,9 @@
 //! on the destination's owner; PFCOUNT and PFMERGE merge registers on each
 //! owner and combine them here. Single-shard forms run on the owner.
 
-use super::reply;
-use crate::conn::Connection;
-use crate::mesh::call;
+use super::reply::reply;
+use crate::coordinator::dispatch::call;
+use crate::session::Connection;
 use shard::commands::bitmap::{bitop_fold, read_operand, store_bitop, BitOp, BITOP_NOT_KEYS};
 use shard::commands::hyperloglog::{gather, store_merged};
 use shard::reply::errors::SYNTAX;

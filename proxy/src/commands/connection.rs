@@ -1,8 +1,8 @@
 //! Connection commands: AUTH, HELLO, SELECT, QUIT, RESET, CLIENT.
 
-use super::{help, reply};
-use crate::conn::Connection;
-use crate::mesh::call_all;
+use super::reply::{help, reply};
+use crate::coordinator::dispatch::call_all;
+use crate::session::Connection;
 use shard::args::parse_i64;
 use shard::reply::errors::*;
 use shard::{Args, CommandSpec};

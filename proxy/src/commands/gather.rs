@@ -2,8 +2,8 @@
 //! multi-key commands whose keys span shards (set and sorted-set algebra):
 //! one mesh call per owning shard, results in key order.
 
-use crate::conn::Connection;
-use crate::mesh::call;
+use crate::coordinator::dispatch::call;
+use crate::session::Connection;
 use shard::reply::errors::WRONGTYPE;
 use shard::Shard;
 

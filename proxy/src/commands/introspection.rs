@@ -2,9 +2,9 @@
 //! command corekv serves, recorded from Redis 7.0 by
 //! `scripts/gen-command-meta.sh` and filtered to what is implemented.
 
-use super::{help, reply};
-use crate::conn::Connection;
+use super::reply::{help, reply};
 use crate::resp::Value;
+use crate::session::Connection;
 use shard::commands::all as commands;
 use shard::glob::glob_match;
 use shard::{Args, CommandSpec};

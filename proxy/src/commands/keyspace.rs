@@ -2,9 +2,9 @@
 //! RANDOMKEY, and MSETNX/RENAME/COPY when their keys live on different
 //! shards (two phases over the mesh).
 
-use super::reply;
-use crate::conn::Connection;
-use crate::mesh::{call, call_all};
+use super::reply::reply;
+use crate::coordinator::dispatch::{call, call_all};
+use crate::session::Connection;
 use shard::args::{parse_i64, parse_u64};
 use shard::commands::keys::parse_copy;
 use shard::db::Ttl;

@@ -1,10 +1,10 @@
 //! List commands whose keys span shards (LMOVE, RPOPLPUSH, LMPOP) and the
 //! blocking pops, which wait through `crate::blocking`.
 
-use super::reply;
+use super::reply::reply;
 use crate::blocking::{put_logged, BlockOp, BlockWait};
-use crate::conn::Connection;
-use crate::mesh::call;
+use crate::coordinator::dispatch::call;
+use crate::session::Connection;
 use shard::commands::list::{lmove_take, parse_mpop, parse_side, try_mpop};
 use shard::commands::Ctx;
 use shard::reply::errors::{SYNTAX, WRONGTYPE};

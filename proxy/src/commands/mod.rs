@@ -1,14 +1,17 @@
 //! Commands the proxy implements itself: connection state, server
 //! introspection and configuration, and the keyspace commands that need
-//! several phases or every shard. One file per family.
+//! several phases or every shard. One file per family; this file is the
+//! dispatcher (only it names the families; they share `reply.rs`).
 
 mod bits;
+mod cluster;
 mod connection;
 mod gather;
 mod introspection;
 mod keyspace;
 mod lists;
 mod persistence;
+pub mod reply;
 mod scripting;
 mod server;
 mod sets;
@@ -16,19 +19,10 @@ pub mod transactions;
 mod zsets;
 
 use crate::blocking::BlockWait;
-use crate::cluster::commands as cluster;
-use crate::conn::Connection;
+use crate::coordinator::{footprint_of, Unit};
+use crate::session::{Connection, Deferred};
 use shard::commands::set::Op;
 use shard::{Args, CommandSpec};
-
-/// What must wait until every earlier reply of the batch is in.
-pub enum Deferred {
-    /// A command that awaits other cores itself.
-    Command(&'static CommandSpec),
-    /// A command whose keys a coordinator unit holds: handled again after
-    /// the next release.
-    Locked,
-}
 
 /// Runs a proxy command whose work is local to this connection and core;
 /// returns `Deferred` for the ones that need other cores.
@@ -61,7 +55,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         }
         name if name.starts_with("script|") => return scripting::script_now(conn, spec, args),
         name if name.starts_with("function|") => return scripting::function_now(conn, spec, args),
-        "bgrewriteaof" => crate::persistence::aof::bgrewriteaof(conn),
+        "bgrewriteaof" => persistence::bgrewriteaof(conn),
         "multi" => transactions::multi(conn),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
@@ -82,10 +76,10 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
 pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {
     // Keys on several shards: the command runs as one coordinator unit.
     if conn.pipeline.unit.is_none() && !own_unit(spec) {
-        let mut footprint = crate::coordinator::footprint_of(&conn.core, spec, conn.state.db, &args);
+        let mut footprint = footprint_of(&conn.core, spec, conn.state.db, &args);
         footprint.whole = matches!(spec.route, shard::Route::AllShards(_));
         if footprint.keys.len() > 1 || footprint.whole {
-            let unit = crate::coordinator::Unit::acquire(&conn.core, &footprint).await;
+            let unit = Unit::acquire(&conn.core, &footprint).await;
             conn.pipeline.unit = Some(unit.id);
             let blocked = run_deferred_command(conn, spec, args).await;
             conn.pipeline.flush(&conn.core).await;
@@ -140,7 +134,6 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "rpoplpush" => lists::lmove(conn, args, true).await,
         "lmpop" => lists::lmpop(conn, args).await,
         "info" => server::info(conn, args).await,
-        "exec" => transactions::exec(conn, args).await,
         "discard" => transactions::discard(conn).await,
         "watch" => transactions::watch(conn, args).await,
         "unwatch" => transactions::unwatch(conn).await,
@@ -187,20 +180,4 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
     None
-}
-
-/// A reply written with the connection's protocol.
-pub fn reply(conn: &mut Connection, write: impl FnOnce(&mut shard::Reply)) {
-    let resp3 = conn.state.resp3;
-    conn.pipeline.local(|out| write(&mut shard::Reply::new(out, resp3)));
-}
-
-/// A HELP reply: status lines.
-pub fn help(conn: &mut Connection, lines: &[&str]) {
-    reply(conn, |r| {
-        r.array(lines.len());
-        for l in lines {
-            r.simple(l);
-        }
-    });
 }

@@ -1,8 +1,8 @@
-//! SAVE, BGSAVE, LASTSAVE (the snapshot machinery is in crate::persistence).
+//! SAVE, BGSAVE, LASTSAVE, BGREWRITEAOF (the snapshot machinery is in crate::persistence).
 
-use super::reply;
-use crate::conn::Connection;
-use crate::persistence::{self, SaveError};
+use super::reply::reply;
+use crate::persistence::{self, aof, SaveError};
+use crate::session::Connection;
 use shard::reply::errors::SYNTAX;
 use shard::Args;
 use std::sync::atomic::Ordering::Relaxed;
@@ -47,4 +47,25 @@ pub async fn bgsave(conn: &mut Connection, args: Args<'_>) {
 pub fn lastsave(conn: &mut Connection) {
     let t = conn.core.process.save_status.last_save.load(Relaxed);
     reply(conn, |r| r.int(t as i64))
+}
+
+/// `BGREWRITEAOF`: started in the background, answered at once as Redis;
+/// during a save it is scheduled, and core 0's cron starts it after.
+pub fn bgrewriteaof(conn: &mut Connection) {
+    if !conn.core.aof.enabled.get() {
+        // Redis rewrites a file even with the AOF off; here there is no
+        // file to rewrite until the AOF is on.
+        return conn.error("ERR AOF is off (appendonly no): nothing to rewrite");
+    }
+    let answer = match aof::start_rewrite(&conn.core) {
+        Ok(()) => "Background append only file rewriting started",
+        Err(SaveError::Rewriting) => {
+            return conn.error("ERR Background append only file rewriting already in progress")
+        }
+        Err(_) => {
+            conn.core.process.save_status.rewrite_scheduled.store(true, Relaxed);
+            "Background append only file rewriting scheduled"
+        }
+    };
+    conn.pipeline.local(|out| shard::Reply::new(out, false).simple(answer));
 }

@@ -4,13 +4,13 @@
 //! the same on every core: a script new to this core is loaded on all of
 //! them first, so EVALSHA works on any connection.
 
-use super::{help, reply, Deferred};
-use crate::conn::Connection;
+use super::reply::{help, reply};
+use crate::coordinator::dispatch;
 use crate::coordinator::{Footprint, Unit};
 use crate::core::Core;
-use crate::mesh;
 use crate::scripting::functions::RestorePolicy;
 use crate::scripting::{self, host::CoreHost, with_engine, RunOptions};
+use crate::session::{Connection, Deferred};
 use crate::slot::key_slot;
 use shard::args::parse_i64;
 use shard::{Args, CommandSpec};
@@ -75,8 +75,7 @@ pub fn run_script(
         slot: if cluster_enabled { keys.first().map(|k| key_slot(k)) } else { None },
     };
     let now = shard::unix_ms();
-    let mut host =
-        CoreHost { core, now, port_node: caller.port_node, whole, wants_whole: false, reached_out: false };
+    let mut host = CoreHost { core, now, port_node: caller.port_node, whole, wants_whole: false, reached_out: false };
     let reply = with_engine(|engine| match kind {
         Kind::Eval { by_sha, .. } => engine.eval(&mut host, script, by_sha, keys, args, &opts),
         Kind::Fcall { .. } => engine.fcall(&mut host, script, keys, args, &opts),
@@ -89,7 +88,7 @@ pub fn run_script(
 
 /// Runs a job on another core (one hop).
 async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<Option<Vec<u8>>> {
-    mesh::call(core, shard, move |c| run_job(c, &job, false)).await
+    dispatch::call(core, shard, move |c| run_job(c, &job, false)).await
 }
 
 fn remember_wide(key: Vec<u8>) {
@@ -260,7 +259,7 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
 
 /// Compiles a script into every core's cache: its sha, or the error.
 async fn load_everywhere(core: &Rc<Core>, body: Vec<u8>) -> Result<String, String> {
-    let results = mesh::call_all(core, move |_| with_engine(|e| e.load(&body))).await;
+    let results = dispatch::call_all(core, move |_| with_engine(|e| e.load(&body))).await;
     results.into_iter().flatten().next().unwrap_or_else(|| Err("ERR shutting down".into()))
 }
 
@@ -319,7 +318,7 @@ pub async fn script_deferred(conn: &mut Connection, spec: &'static CommandSpec, 
             Err(e) => conn.error(&e),
         },
         "script|flush" => {
-            mesh::call_all(&conn.core, |_| with_engine(|e| e.flush())).await;
+            dispatch::call_all(&conn.core, |_| with_engine(|e| e.flush())).await;
             reply(conn, |r| r.ok());
         }
         _ => conn.error("ERR unknown subcommand"),
@@ -579,6 +578,6 @@ async fn everywhere<F>(core: &Rc<Core>, f: F) -> Result<Option<String>, String>
 where
     F: Fn() -> Result<Option<String>, String> + Send + Clone + 'static,
 {
-    let results = mesh::call_all(core, move |_| f()).await;
+    let results = dispatch::call_all(core, move |_| f()).await;
     results.into_iter().flatten().next().unwrap_or_else(|| Err("ERR shutting down".into()))
 }

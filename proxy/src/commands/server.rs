@@ -1,11 +1,11 @@
 //! Server commands: INFO, CONFIG, SHUTDOWN.
 
-use super::{help, reply};
-use crate::conn::Connection;
+use super::reply::{help, reply};
+use crate::coordinator::dispatch::call_all;
 use crate::core::Core;
 use crate::log;
-use crate::mesh::call_all;
 use crate::persistence;
+use crate::session::Connection;
 use shard::config::find_param;
 use shard::reply::errors::SYNTAX;
 use shard::Args;

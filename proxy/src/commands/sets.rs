@@ -6,9 +6,9 @@
 //! cores (as with cross-shard RENAME).
 
 use super::gather::{fail, gather, WrongType, LOST};
-use super::reply;
-use crate::conn::Connection;
-use crate::mesh::call;
+use super::reply::reply;
+use crate::coordinator::dispatch::call;
+use crate::session::Connection;
 use shard::commands::set::{add_member, inter_card, parse_sintercard, reply_op, save, store_op, Op};
 use shard::reply::errors::WRONGTYPE;
 use shard::types::set::Set;

@@ -1,34 +1,17 @@
 //! MULTI / EXEC / DISCARD / WATCH / UNWATCH (Redis's multi.c). EXEC runs the
-//! queued commands through the connection's ordinary routing, inside one
+//! queued commands through the connection's ordinary routing (the router
+//! runs them between `exec_begin` and `exec_end`), inside one
 //! coordinator unit that locks every key they and the watched keys touch;
 //! a transaction whose keys all live on this core runs inline, with no
 //! lock, in one synchronous step.
 
-use super::reply;
-use crate::conn::Connection;
-use crate::coordinator::{Footprint, Unit};
-use crate::mesh::call;
+use super::reply::reply;
+use crate::coordinator::dispatch::call;
+use crate::coordinator::{wait_until_free, Footprint, Unit};
+use crate::core::Core;
+use crate::session::{Connection, Queued};
 use shard::{Args, CommandSpec, Route};
-use std::future::Future;
-use std::pin::Pin;
-
-/// Commands queued since MULTI, their arguments copied into one buffer.
-#[derive(Default)]
-pub struct Queued {
-    data: Vec<u8>,
-    ranges: Vec<(u32, u32)>,
-    /// (spec, first range, count).
-    commands: Vec<(&'static CommandSpec, u32, u32)>,
-    /// A command was refused while queuing: EXEC answers EXECABORT.
-    pub failed: bool,
-}
-
-impl Queued {
-    /// (commands, bytes) for CLIENT LIST's multi= and multi-mem=.
-    pub fn size(&self) -> (i64, usize) {
-        (self.commands.len() as i64, self.data.len() + self.ranges.len() * 8)
-    }
-}
+use std::rc::Rc;
 
 /// Commands that run at once even inside MULTI.
 pub fn runs_in_multi(spec: &CommandSpec) -> bool {
@@ -115,7 +98,7 @@ pub async fn forget_watches(conn: &mut Connection) {
     conn.state.watched_absent.clear();
     let id = conn.state.id;
     for (shard, db, keys) in group(&watched) {
-        let forget = move |core: &std::rc::Rc<crate::core::Core>| {
+        let forget = move |core: &Rc<Core>| {
             let mut s = core.shard.borrow_mut();
             if let Some(table) = &mut s.dbs[db].watch {
                 table.unwatch(&keys, id);
@@ -202,29 +185,43 @@ fn is_connection_command(spec: &CommandSpec) -> bool {
     matches!(spec.name, "select" | "ping" | "echo" | "unwatch" | "multi")
 }
 
-pub async fn exec(conn: &mut Connection, args: Args<'_>) {
+/// EXEC, once checked: the queued commands to run (`None` when a watched
+/// key changed: the reply is a null array), and the unit holding their
+/// keys (`None` when they all run inline here).
+pub struct Exec {
+    pub queued: Option<Queued>,
+    unit: Option<Unit>,
+}
+
+/// EXEC's checks and locks. `None` when EXEC is answered already (an error,
+/// EXECABORT); otherwise the router runs `queued` and calls [`exec_end`].
+pub async fn exec_begin(conn: &mut Connection, args: Args<'_>) -> Option<Exec> {
     if args.len() != 1 {
         conn.state.multi = None;
         forget_watches(conn).await;
-        return conn.error("EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command");
+        conn.error("EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command");
+        return None;
     }
     let Some(q) = conn.state.multi.take() else {
-        return conn.error("ERR EXEC without MULTI");
+        conn.error("ERR EXEC without MULTI");
+        return None;
     };
     if q.failed {
         forget_watches(conn).await;
-        return conn.error("EXECABORT Transaction discarded because of previous errors.");
+        conn.error("EXECABORT Transaction discarded because of previous errors.");
+        return None;
     }
     let f = footprint(conn, &q);
     if conn.core.cluster().enabled() && crosses_slots(&q) {
         forget_watches(conn).await;
-        return conn.error("CROSSSLOT Keys in request don't hash to the same slot");
+        conn.error("CROSSSLOT Keys in request don't hash to the same slot");
+        return None;
     }
     let unit = if all_inline(conn, &q, &f) {
         // One shard, this one: nothing else runs here while it executes,
         // once no unit holds its keys.
         let core = conn.core.clone();
-        crate::coordinator::wait_until_free(&core, &f).await;
+        wait_until_free(&core, &f).await;
         None
     } else {
         let unit = Unit::acquire(&conn.core, &f).await;
@@ -234,35 +231,20 @@ pub async fn exec(conn: &mut Connection, args: Args<'_>) {
     if !conn.state.watched.is_empty() && watches_dirty(conn).await {
         let resp3 = conn.state.resp3;
         conn.pipeline.local(|out| out.extend_from_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" }));
-    } else {
-        run_queued(conn, &q).await;
+        return Some(Exec { queued: None, unit });
     }
+    Some(Exec { queued: Some(q), unit })
+}
+
+/// After the queued commands: every reply in, the unit released, the
+/// watches forgotten.
+pub async fn exec_end(conn: &mut Connection, exec: Exec) {
     conn.pipeline.flush(&conn.core).await;
     conn.pipeline.unit = None;
-    if let Some(unit) = unit {
+    if let Some(unit) = exec.unit {
         unit.release().await;
     }
     forget_watches(conn).await;
-}
-
-async fn run_queued(conn: &mut Connection, q: &Queued) {
-    reply(conn, |r| r.array(q.commands.len()));
-    for &(spec, first, count) in &q.commands {
-        let args = Args::new(&q.data, &q.ranges[first as usize..(first + count) as usize]);
-        if let Some(deferred) = conn.handle(args) {
-            // Boxed: EXEC reaches itself through the router (refused there).
-            let deferred: Pin<Box<dyn Future<Output = _>>> = Box::pin(conn.run_deferred(deferred, args));
-            if let Some(wait) = deferred.await {
-                let timeout_reply = wait.timeout_reply.clone();
-                let mut served = crate::blocking::give_up(conn, wait).await;
-                // Redis runs these as their non-blocking forms: a null bulk.
-                if served == timeout_reply && matches!(spec.name, "blmove" | "brpoplpush") && !conn.state.resp3 {
-                    served = b"$-1\r\n".to_vec();
-                }
-                conn.pipeline.local(|out| out.extend_from_slice(&served));
-            }
-        }
-    }
 }
 
 /// Redis Cluster: every key of the transaction in one slot.

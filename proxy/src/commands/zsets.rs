@@ -7,10 +7,10 @@
 //! cross-shard RENAME, the phases are not one atomic step across cores.
 
 use super::gather::{fail, gather, WrongType, LOST};
-use super::reply;
+use super::reply::reply;
 use crate::blocking::{BlockOp, BlockWait};
-use crate::conn::Connection;
-use crate::mesh::call;
+use crate::coordinator::dispatch::call;
+use crate::session::Connection;
 use shard::commands::zset::pop::{parse_mpop, try_pop, Shape};
 use shard::commands::zset::range::{parse_range, range_set};
 use shard::commands::zset::setop::{

@@ -4,6 +4,7 @@
 //! pays one emptiness check.
 
 use ahash::AHashMap;
+use shard::{Args, CommandSpec, Route};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -140,6 +141,18 @@ impl<F: FnMut(&mut LockTable) -> bool> Future for Until<'_, F> {
             Poll::Ready(())
         }
     }
+}
+
+/// True when a unit other than `me` holds a key `spec` touches on this
+/// shard (any key of it, for commands over the whole shard).
+pub fn blocked(locks: &LockTable, spec: &CommandSpec, db: usize, args: &Args, me: Option<UnitId>) -> bool {
+    if locks.is_idle() {
+        return false;
+    }
+    if matches!(spec.route, Route::AllShards(_)) {
+        return locks.blocks_any(me);
+    }
+    spec.key_indexes(args).any(|i| locks.blocks(db, args.get(i), me))
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
-//! The transaction coordinator: the one way work reaches several shards as
-//! one atomic unit (a multi-key command over several shards, EXEC, a
-//! script).
+//! The coordinator: the one way any command reaches other shards. Calls
+//! run closures on other cores (`dispatch.rs`), the owner executes what
+//! its peers send (`serve.rs`), and work over several shards runs as one
+//! atomic unit (`unit.rs`, `locks.rs`: a multi-key command over several
+//! shards, EXEC, a script).
 //!
 //! A unit takes per-key locks on every shard it touches, shard by shard in
 //! shard order, runs its commands (any mix of local, batched and
@@ -12,64 +14,11 @@
 //! a shard runs one thing at a time, so it is atomic already, and the check
 //! costs one emptiness test while no unit holds anything there.
 
-mod locks;
-mod unit;
+// Lower layers name `locks` itself (a leaf), never this module.
+pub mod dispatch;
+pub mod locks;
+pub mod serve;
+pub mod unit;
 
-pub use locks::{LockTable, UnitId};
-pub use unit::{Footprint, Unit};
-
-use crate::core::Core;
-use shard::{Args, CommandSpec, Route};
-use std::future::Future;
-use std::pin::Pin;
-use std::rc::Rc;
-use std::task::{Context, Poll};
-
-/// True when a unit other than `me` holds a key `spec` touches on this
-/// shard (any key of it, for commands over the whole shard).
-pub fn blocked(locks: &LockTable, spec: &CommandSpec, db: usize, args: &Args, me: Option<UnitId>) -> bool {
-    if locks.is_idle() {
-        return false;
-    }
-    if matches!(spec.route, Route::AllShards(_)) {
-        return locks.blocks_any(me);
-    }
-    spec.key_indexes(args).any(|i| locks.blocks(db, args.get(i), me))
-}
-
-/// Resolves after the next release of any lock on this core.
-pub fn wait_for_release(core: &Rc<Core>) -> impl Future<Output = ()> + '_ {
-    NextRelease { core, parked: false }
-}
-
-struct NextRelease<'a> {
-    core: &'a Rc<Core>,
-    parked: bool,
-}
-
-impl Future for NextRelease<'_> {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.parked {
-            return Poll::Ready(());
-        }
-        self.parked = true;
-        self.core.locks.borrow_mut().park(cx.waker().clone());
-        Poll::Pending
-    }
-}
-
-/// Waits until no unit holds a key of `f` on this core.
-pub async fn wait_until_free(core: &Rc<Core>, f: &Footprint) {
-    let keys = f.keys_on(core.index);
-    locks::until(&core.locks, |t| keys.iter().any(|(db, k)| t.blocks(*db as usize, k, None))).await
-}
-
-/// The footprint of one command: its keys, by owning shard.
-pub fn footprint_of(core: &Core, spec: &CommandSpec, db: usize, args: &Args) -> Footprint {
-    let mut f = Footprint::default();
-    for i in spec.key_indexes(args) {
-        f.add(core.shard_of(args.get(i)), db, args.get(i));
-    }
-    f
-}
+pub use locks::{blocked, LockTable, UnitId};
+pub use unit::{footprint_of, wait_for_release, wait_until_free, Footprint, Unit};

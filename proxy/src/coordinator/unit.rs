@@ -6,8 +6,12 @@
 
 use super::locks::{until, DbKey, UnitId};
 use crate::core::Core;
-use crate::mesh::{self, Request, Response};
+use crate::mesh::{CallFn, Request, Response, TaskFn};
+use shard::{Args, CommandSpec};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 /// What a unit locks: keys per shard (db, key), or every shard whole.
 #[derive(Default)]
@@ -59,13 +63,13 @@ impl Unit {
             if shard == core.index {
                 lock_here(core.clone(), id, keys, whole).await;
             } else {
-                let task: mesh::TaskFn = Box::new(move |c| {
+                let task: TaskFn<Core> = Box::new(move |c| {
                     Box::pin(async move {
                         lock_here(c, id, keys, whole).await;
                         Box::new(()) as Box<dyn std::any::Any + Send>
                     })
                 });
-                if let Response::Lost = mesh::send(core, shard, Request::Task(task)).await.await {
+                if let Response::Lost = core.mesh.send(shard, Request::Task(task)).await.await {
                     continue;
                 }
             }
@@ -89,11 +93,11 @@ impl Unit {
                 release_here(&self.core, self.id, touch);
             } else {
                 let id = self.id;
-                let release: mesh::CallFn = Box::new(move |c| {
+                let release: CallFn<Core> = Box::new(move |c| {
                     release_here(c, id, touch);
                     Box::new(())
                 });
-                mesh::post(&self.core, shard, Request::Call(release)).await;
+                self.core.mesh.post(shard, Request::Call(release)).await;
             }
         }
     }
@@ -131,4 +135,41 @@ fn release_here(core: &Rc<Core>, id: UnitId, touch: bool) {
     if ready {
         core.serve_ready();
     }
+}
+
+/// Resolves after the next release of any lock on this core.
+pub fn wait_for_release(core: &Rc<Core>) -> impl Future<Output = ()> + '_ {
+    NextRelease { core, parked: false }
+}
+
+struct NextRelease<'a> {
+    core: &'a Rc<Core>,
+    parked: bool,
+}
+
+impl Future for NextRelease<'_> {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.parked {
+            return Poll::Ready(());
+        }
+        self.parked = true;
+        self.core.locks.borrow_mut().park(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Waits until no unit holds a key of `f` on this core.
+pub async fn wait_until_free(core: &Rc<Core>, f: &Footprint) {
+    let keys = f.keys_on(core.index);
+    until(&core.locks, |t| keys.iter().any(|(db, k)| t.blocks(*db as usize, k, None))).await
+}
+
+/// The footprint of one command: its keys, by owning shard.
+pub fn footprint_of(core: &Core, spec: &CommandSpec, db: usize, args: &Args) -> Footprint {
+    let mut f = Footprint::default();
+    for i in spec.key_indexes(args) {
+        f.add(core.shard_of(args.get(i)), db, args.get(i));
+    }
+    f
 }

@@ -2,7 +2,8 @@
 //! io_uring files; the coordinator joins header, parts, EOF and CRC-64 into
 //! `temp-<pid>.rdb`, fsyncs it and renames it over `dbfilename`.
 
-use super::PartResult;
+use super::status::PartResult;
+use super::walk::walk_step;
 use crate::core::Core;
 use futures_lite::AsyncWriteExt;
 use glommio::io::{BufferedFile, StreamWriterBuilder};
@@ -30,7 +31,7 @@ pub(super) async fn write_part(core: &Rc<Core>, path: &Path) -> PartResult {
     let mut crc = rdb::Crc64::new();
     let mut len = 0u64;
     loop {
-        let done = super::walk_step(core, &mut buf, CHUNK, SLICE).await;
+        let done = walk_step(core, &mut buf, CHUNK, SLICE).await;
         crc.update(&buf);
         len += buf.len() as u64;
         out.write_all(&buf).await.map_err(io)?;
@@ -58,7 +59,11 @@ pub(super) async fn join(
     let mut head = Vec::new();
     let ctime = (shard::unix_ms() / 1000).to_string();
     // Allocated bytes, as Redis's used_memory (INFO memory sums the same).
-    let used: i64 = crate::mesh::call_all(core, |c| (c.process.thread_allocated)()).await.into_iter().flatten().sum();
+    let used: i64 = crate::coordinator::dispatch::call_all(core, |c| (c.process.thread_allocated)())
+        .await
+        .into_iter()
+        .flatten()
+        .sum();
     let used = used.max(0).to_string();
     rdb::write_header(
         &mut head,

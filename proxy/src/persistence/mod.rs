@@ -15,16 +15,19 @@ pub mod aof;
 mod cut;
 mod file;
 pub mod load;
+pub mod status;
+pub mod walk;
 
+use crate::coordinator::dispatch::call_all;
 use crate::core::Core;
 use crate::log;
-use crate::mesh::{self, call_all};
+use crate::mesh::{CallFn, Request, Response};
 use cut::CutBarrier;
 use file::{join, part_path, write_part};
-use std::cell::{Cell, RefCell};
+pub use status::{CoreSave, PartResult, SaveError, SaveStatus, MISCONF};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,142 +36,6 @@ const CUT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Redis's CONFIG_BGSAVE_RETRY_DELAY: a failed scheduled save is retried
 /// after this many seconds.
 const RETRY_DELAY_S: u64 = 5;
-
-/// Process-wide save facts for INFO, LASTSAVE and the schedule. Written by
-/// saves only (rare), never on the data path.
-pub struct SaveStatus {
-    /// The save lock: one snapshot walk at a time, a save's or an AOF
-    /// rewrite's (Redis's one child process): `FREE`, `SAVING`, `REWRITING`.
-    holder: AtomicU8,
-    /// The running save is a BGSAVE (INFO's rdb_bgsave_in_progress).
-    pub background: AtomicBool,
-    /// BGSAVE SCHEDULE during a rewrite / BGREWRITEAOF during a save: core
-    /// 0's cron starts it once the lock is free.
-    pub bgsave_scheduled: AtomicBool,
-    pub rewrite_scheduled: AtomicBool,
-    /// Unix ms when the running save started.
-    pub started_ms: AtomicU64,
-    /// Unix seconds of the last successful save (LASTSAVE).
-    pub last_save: AtomicU64,
-    /// Unix seconds of the last attempt, for the retry delay.
-    pub last_try: AtomicU64,
-    pub last_bgsave_ok: AtomicBool,
-    pub last_bgsave_secs: AtomicI64,
-    pub saves: AtomicU64,
-    /// Saves started, numbering each save's parts.
-    pub sequence: AtomicU64,
-    /// Keys loaded and keys skipped as expired by the load at start.
-    pub loaded_keys: AtomicU64,
-    pub load_expired: AtomicU64,
-}
-
-impl Default for SaveStatus {
-    fn default() -> Self {
-        let now = shard::unix_ms() / 1000;
-        SaveStatus {
-            holder: AtomicU8::new(FREE),
-            background: AtomicBool::new(false),
-            bgsave_scheduled: AtomicBool::new(false),
-            rewrite_scheduled: AtomicBool::new(false),
-            started_ms: AtomicU64::new(0),
-            last_save: AtomicU64::new(now),
-            last_try: AtomicU64::new(0),
-            last_bgsave_ok: AtomicBool::new(true),
-            last_bgsave_secs: AtomicI64::new(-1),
-            saves: AtomicU64::new(0),
-            sequence: AtomicU64::new(0),
-            loaded_keys: AtomicU64::new(0),
-            load_expired: AtomicU64::new(0),
-        }
-    }
-}
-
-/// Who holds the save lock.
-const FREE: u8 = 0;
-const SAVING: u8 = 1;
-const REWRITING: u8 = 2;
-
-impl SaveStatus {
-    /// Takes the save lock for a save (`rewrite` false) or an AOF rewrite;
-    /// the error says who holds it.
-    pub fn lock(&self, rewrite: bool) -> Result<(), SaveError> {
-        let me = if rewrite { REWRITING } else { SAVING };
-        match self.holder.compare_exchange(FREE, me, Relaxed, Relaxed) {
-            Ok(_) => Ok(()),
-            Err(REWRITING) => Err(SaveError::Rewriting),
-            Err(_) => Err(SaveError::InProgress),
-        }
-    }
-
-    pub fn unlock(&self) {
-        self.holder.store(FREE, Relaxed);
-    }
-
-    /// A save (SAVE or BGSAVE) runs.
-    pub fn saving(&self) -> bool {
-        self.holder.load(Relaxed) == SAVING
-    }
-
-    /// An AOF rewrite holds the lock (from BGREWRITEAOF's reply on, before
-    /// its first step reaches the shards).
-    pub fn rewriting(&self) -> bool {
-        self.holder.load(Relaxed) == REWRITING
-    }
-
-    /// A save or an AOF rewrite runs (Redis's hasActiveChildProcess).
-    pub fn busy(&self) -> bool {
-        self.holder.load(Relaxed) != FREE
-    }
-}
-
-/// One step of a snapshot walk into `out` (at most `max_bytes`, or one
-/// segment when `rdb-key-save-delay` is set, then the pause for each key
-/// it wrote: Redis's debugging delay, for tests that need a long save).
-/// True when the walk is complete.
-pub(crate) async fn walk_step(core: &Core, out: &mut Vec<u8>, max_bytes: usize, slice: Duration) -> bool {
-    let delay = core.config().rdb_key_save_delay;
-    if delay == 0 {
-        return core.shard.borrow_mut().snapshot_step(out, max_bytes, Instant::now() + slice);
-    }
-    let (before, total) = core.shard.borrow().snapshot_progress();
-    let done = core.shard.borrow_mut().snapshot_step(out, 1, Instant::now() + slice);
-    // A finished walk has dropped its counts: it wrote the rest.
-    let after = if done { total } else { core.shard.borrow().snapshot_progress().0 };
-    let per_key =
-        if delay > 0 { Duration::from_micros(delay as u64) } else { Duration::from_nanos(delay.unsigned_abs()) };
-    let keys = after.saturating_sub(before).min(u32::MAX as u64) as u32;
-    glommio::timer::sleep(per_key * keys).await;
-    done
-}
-
-/// A written part: (bytes, CRC-64), or why it failed.
-pub(crate) type PartResult = Result<(u64, u64), String>;
-
-/// A core's part in saves.
-#[derive(Default)]
-pub struct CoreSave {
-    /// Writes refused with MISCONF (a failed BGSAVE with
-    /// stop-writes-on-bgsave-error and a save point): one flag per command.
-    pub deny_writes: Cell<bool>,
-    /// The finished part of save number `.0`: (bytes, CRC64), or why it
-    /// failed. The number keeps a writer of an abandoned save from
-    /// answering for the next one.
-    part: RefCell<Option<(u64, PartResult)>>,
-    /// The shard's dirty counter at the cut.
-    dirty_at_cut: Cell<u64>,
-}
-
-/// Redis 7.0's reply to writes after a failed background save.
-pub const MISCONF: &str = "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.";
-
-#[derive(Debug, PartialEq)]
-pub enum SaveError {
-    /// Another save runs.
-    InProgress,
-    /// An AOF rewrite holds the save lock.
-    Rewriting,
-    Failed(String),
-}
 
 /// Recomputes every core's MISCONF flag (after a save or a CONFIG SET).
 pub async fn refresh_deny_writes(core: &Rc<Core>) {
@@ -365,8 +232,8 @@ where
     let mut tickets = Vec::new();
     for shard in (0..core.count).filter(|&s| s != core.index) {
         let f = take_cut.clone();
-        let call: mesh::CallFn = Box::new(move |c| Box::new(f(c)));
-        tickets.push(mesh::send(core, shard, mesh::Request::Call(call)).await);
+        let call: CallFn<Core> = Box::new(move |c| Box::new(f(c)));
+        tickets.push(core.mesh.send(shard, Request::Call(call)).await);
     }
     let deadline = Instant::now() + CUT_TIMEOUT;
     while barrier.arrived() < core.count - 1 {
@@ -378,7 +245,7 @@ where
     }
     let mut all = take_cut(core);
     for ticket in tickets {
-        all &= matches!(ticket.await, mesh::Response::Call(any) if any.downcast_ref::<bool>() == Some(&true));
+        all &= matches!(ticket.await, Response::Call(any) if any.downcast_ref::<bool>() == Some(&true));
     }
     unit.release().await;
     all

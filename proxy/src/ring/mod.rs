@@ -4,7 +4,7 @@
 //! into a ring of provided buffers, the replies every connection queued
 //! since the last turn sent together, and one `io_uring_enter` per turn to
 //! submit them and reap completions. Connections stay glommio tasks
-//! (`conn.rs`) reading and writing through [`RingStream`]; the driver task
+//! (`conn.rs`) reading and writing through `stream::RingStream`; the driver task
 //! ([`Ring::drive`]) wakes the ones that got input. The executor parks on
 //! the ring's eventfd when there is nothing to do, so timers and the mesh
 //! keep glommio's reactor.
@@ -15,7 +15,7 @@
 //! kernel's asynchronous ring teardown.
 
 mod bufring;
-mod stream;
+pub mod stream;
 #[cfg(test)]
 mod tests;
 
@@ -28,7 +28,6 @@ use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
-pub use stream::RingStream;
 
 /// Sizes of one shard's ring.
 #[derive(Clone, Copy, Debug)]
@@ -123,7 +122,8 @@ struct State {
     stopping: bool,
 }
 
-type OnAccept = Box<dyn Fn(RingStream, usize)>;
+/// Handed each accepted connection: (ring, connection key, listener tag).
+type OnAccept = Box<dyn Fn(Rc<Ring>, usize, usize)>;
 type OnTurn = Box<dyn Fn(bool)>;
 
 pub struct Ring {
@@ -177,6 +177,23 @@ fn build(config: &RingConfig) -> std::io::Result<(IoUring, &'static str)> {
 }
 
 impl Ring {
+    /// The connection's owner let go of it (its `RingStream` dropped): what
+    /// is queued is still sent, then the socket closes.
+    pub(super) fn release(&self, key: usize) {
+        let mut st = self.state.borrow_mut();
+        let State { conns, bufs, .. } = &mut *st;
+        let c = &mut conns[key];
+        c.released = true;
+        c.reader = None;
+        c.writer = None;
+        for (bid, _, _) in c.input.drain(..) {
+            bufs.recycle(bid);
+        }
+        self.maybe_finish(&mut st, key);
+        drop(st);
+        self.kick();
+    }
+
     pub fn new(config: RingConfig) -> std::io::Result<Rc<Ring>> {
         let (uring, setup) = build(&config)?;
         let mut submitter = uring.submitter();
@@ -220,9 +237,10 @@ impl Ring {
         }))
     }
 
-    /// What each accepted connection is handed to, with its listener's tag.
-    pub fn on_accept(&self, f: impl Fn(RingStream, usize) + 'static) {
-        *self.on_accept.borrow_mut() = Some(Box::new(f));
+    /// What each accepted connection is handed to (`stream::on_accept`
+    /// wraps it in its `RingStream`).
+    pub(super) fn set_on_accept(&self, f: OnAccept) {
+        *self.on_accept.borrow_mut() = Some(f);
     }
 
     /// Called after every busy turn (`true`) and before waiting (`false`).
@@ -397,10 +415,9 @@ impl Ring {
             let on_accept = self.on_accept.borrow();
             let me = self.me.upgrade().expect("the ring is alive while it drives");
             for (key, tag) in accepted {
-                let stream = RingStream::new(me.clone(), key);
                 match on_accept.as_ref() {
-                    Some(f) => f(stream, tag),
-                    None => drop(stream),
+                    Some(f) => f(me.clone(), key, tag),
+                    None => me.release(key),
                 }
             }
         }

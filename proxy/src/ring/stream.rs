@@ -102,17 +102,13 @@ impl AsyncWrite for RingStream {
 
 impl Drop for RingStream {
     fn drop(&mut self) {
-        let mut st = self.ring.state.borrow_mut();
-        let State { conns, bufs, .. } = &mut *st;
-        let c = &mut conns[self.key];
-        c.released = true;
-        c.reader = None;
-        c.writer = None;
-        for (bid, _, _) in c.input.drain(..) {
-            bufs.recycle(bid);
-        }
-        self.ring.maybe_finish(&mut st, self.key);
-        drop(st);
-        self.ring.kick();
+        self.ring.release(self.key);
+    }
+}
+
+impl Ring {
+    /// What each accepted connection is handed to, with its listener's tag.
+    pub fn on_accept(&self, f: impl Fn(RingStream, usize) + 'static) {
+        self.set_on_accept(Box::new(move |ring, key, tag| f(RingStream::new(ring, key), tag)));
     }
 }

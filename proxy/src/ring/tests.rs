@@ -2,7 +2,8 @@
 //! ring with a small server behaviour per test, the test thread is the
 //! client (plain blocking sockets).
 
-use super::{Ring, RingConfig, RingStream};
+use super::stream::RingStream;
+use super::{Ring, RingConfig};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::{LocalExecutorBuilder, Placement};
 use std::io::{Read, Write};

@@ -4,11 +4,11 @@
 //! stops and the caller runs it again holding every shard as one
 //! coordinator unit (`Placement::Whole`). Under that unit nothing else runs
 //! anywhere, so the script may call into other cores synchronously
-//! (`mesh::call_blocking`): no core can be waiting for this one.
+//! (`coordinator::dispatch::call_blocking`): no core can be waiting for this one.
 
 use super::host::CoreHost;
 use super::CallState;
-use crate::mesh::call_blocking;
+use crate::coordinator::dispatch::call_blocking;
 use shard::{Args, CommandSpec, Route};
 
 /// Runs `argv` on the shards in `owners` for a script on `host.core`: the

@@ -7,42 +7,14 @@
 //! `MISCONF Errors writing to the AOF file: <strerror>`; the first write
 //! that succeeds again lifts it.
 
-use super::*;
+use crate::core::Core;
+use crate::log;
+use shard::config::AppendFsync;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 /// Redis's AOF_WRITE_LOG_ERROR_RATE: one write-error line per 30 s.
 const LOG_EVERY: Duration = Duration::from_secs(30);
-
-/// One shard's AOF errors.
-#[derive(Default)]
-pub struct Health {
-    /// strerror of the last failed write; none once a write succeeds.
-    write_error: Option<String>,
-    /// strerror of the last failed fsync; none once one succeeds.
-    fsync_error: Option<String>,
-    /// Bumped at every change, so that other cores apply them in order.
-    version: u64,
-    last_logged: Option<Instant>,
-}
-
-impl Health {
-    /// The last write failed (`everysec`/`no`): replies do not wait for it.
-    pub(super) fn write_failing(&self) -> bool {
-        self.write_error.is_some()
-    }
-
-    /// What MISCONF names: the write error first, as Redis.
-    fn error(&self) -> Option<String> {
-        self.write_error.clone().or_else(|| self.fsync_error.clone())
-    }
-}
-
-/// This core's view of every shard's AOF errors: (version, strerror).
-#[derive(Default)]
-pub struct Refusals {
-    shards: RefCell<Vec<(u64, Option<String>)>>,
-    /// Some shard's AOF fails: writes are refused (one check per command).
-    pub any: Cell<bool>,
-}
 
 /// The MISCONF error for a write refused because some shard's AOF fails.
 pub fn misconf(core: &Core) -> String {
@@ -143,7 +115,7 @@ async fn publish(core: &Rc<Core>) {
     };
     core.aof.stats.borrow_mut().last_write_ok = error.is_none();
     let shard = core.index;
-    crate::mesh::call_all(core, move |c| {
+    crate::coordinator::dispatch::call_all(core, move |c| {
         let refusals = &c.aof.refusals;
         let mut shards = refusals.shards.borrow_mut();
         shards.resize(c.count, (0, None));

@@ -1,7 +1,9 @@
 //! The AOF's files and the manifest naming them (Redis 7's syntax plus the
 //! shard).
 
-use super::*;
+use crate::log;
+use shard::Config;
+use std::path::PathBuf;
 
 /// The AOF found (or created) at start.
 #[derive(Clone, Debug)]

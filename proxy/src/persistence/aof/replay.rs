@@ -1,6 +1,10 @@
 //! Start-up: replaying a shard's base and incr files.
 
-use super::*;
+use super::manifest::*;
+use crate::core::Core;
+use crate::log;
+use shard::commands::{execute, resolve, Ctx};
+use shard::{Args, Config, Reply, Shard};
 
 /// Replays one file into this core's shard. A torn tail of the last file
 /// is cut off when `aof-load-truncated` allows it.

@@ -1,6 +1,14 @@
 //! BGREWRITEAOF: a fresh base per shard without stopping writes.
 
-use super::*;
+use super::health;
+use super::manifest::*;
+use crate::core::Core;
+use crate::log;
+use glommio::io::BufferedFile;
+use shard::{Config, Shard};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 /// BGREWRITEAOF, coordinated from one core, in Redis 7's order:
 /// 1. every shard creates its next incr file, and the manifest names it
@@ -14,7 +22,7 @@ use super::*;
 pub async fn rewrite_all(core: &Rc<Core>) -> Result<(), String> {
     let config = core.config().clone();
     let before = current_files(core).await?;
-    let prepared = crate::mesh::call_all_tasks(core, prepare_incr).await;
+    let prepared = crate::coordinator::dispatch::call_all_tasks(core, prepare_incr).await;
     let mut next = Manifest::default();
     let mut failure = None;
     for (shard, p) in prepared.into_iter().enumerate() {
@@ -28,7 +36,7 @@ pub async fn rewrite_all(core: &Rc<Core>) -> Result<(), String> {
         }
     }
     if let Some(e) = failure.or_else(|| write_manifest(&config, &next).err()) {
-        crate::mesh::call_all(core, |c| {
+        crate::coordinator::dispatch::call_all(core, |c| {
             if c.aof.next.borrow_mut().take().is_some() {
                 let mut stats = c.aof.stats.borrow_mut();
                 (stats.rewrite_in_progress, stats.rewrite_started, stats.last_rewrite_ok) = (false, None, false);
@@ -41,7 +49,7 @@ pub async fn rewrite_all(core: &Rc<Core>) -> Result<(), String> {
     // An RDB base is streamed by the snapshot's copy-on-write walk: the
     // rewrite holds the save lock throughout (`start_rewrite`).
     let walk = config.aof_use_rdb_preamble;
-    let results = crate::mesh::call_all_tasks(core, move |c| switch_and_write_base(c, walk)).await;
+    let results = crate::coordinator::dispatch::call_all_tasks(core, move |c| switch_and_write_base(c, walk)).await;
     let after = current_files(core).await?;
     write_manifest(&config, &after)?;
     let mut named = before.clone();
@@ -61,7 +69,7 @@ pub async fn rewrite_all(core: &Rc<Core>) -> Result<(), String> {
 /// Every shard's files as it uses them now.
 async fn current_files(core: &Rc<Core>) -> Result<Manifest, String> {
     let mut m = Manifest::default();
-    for files in crate::mesh::call_all(core, |c| c.aof.files.borrow().clone()).await {
+    for files in crate::coordinator::dispatch::call_all(core, |c| c.aof.files.borrow().clone()).await {
         m.files.extend(files.ok_or("a shard could not be reached")?);
     }
     Ok(m)
@@ -220,7 +228,7 @@ async fn stream_rdb_base(core: &Rc<Core>, file: &BufferedFile) -> Result<u64, St
     let mut pos = 0u64;
     let mut pending = head;
     loop {
-        let done = crate::persistence::walk_step(core, &mut pending, CHUNK, SLICE).await;
+        let done = crate::persistence::walk::walk_step(core, &mut pending, CHUNK, SLICE).await;
         if done {
             rdb::write_eof(&mut pending);
         }
@@ -258,35 +266,13 @@ pub fn render_keyspace(shard: &Shard, now: u64) -> Vec<u8> {
     }
     out
 }
-
-/// `BGREWRITEAOF`: started in the background, answered at once as Redis;
-/// during a save it is scheduled, and core 0's cron starts it after.
-pub fn bgrewriteaof(conn: &mut crate::conn::Connection) {
-    if !conn.core.aof.enabled.get() {
-        // Redis rewrites a file even with the AOF off; here there is no
-        // file to rewrite until the AOF is on.
-        return conn.error("ERR AOF is off (appendonly no): nothing to rewrite");
-    }
-    let answer = match start_rewrite(&conn.core) {
-        Ok(()) => "Background append only file rewriting started",
-        Err(crate::persistence::SaveError::Rewriting) => {
-            return conn.error("ERR Background append only file rewriting already in progress")
-        }
-        Err(_) => {
-            conn.core.process.save_status.rewrite_scheduled.store(true, Ordering::Relaxed);
-            "Background append only file rewriting scheduled"
-        }
-    };
-    conn.pipeline.local(|out| shard::Reply::new(out, false).simple(answer));
-}
-
 /// Starts a rewrite in a task of its own, holding the save lock (one
 /// snapshot walk at a time, as Redis runs one child) until it ends.
-pub fn start_rewrite(core: &Rc<Core>) -> Result<(), crate::persistence::SaveError> {
+pub fn start_rewrite(core: &Rc<Core>) -> Result<(), crate::persistence::status::SaveError> {
     let status = &core.process.save_status;
     if !core.aof.enabled.get() {
         status.rewrite_scheduled.store(false, Ordering::Relaxed);
-        return Err(crate::persistence::SaveError::Failed("AOF is off".into()));
+        return Err(crate::persistence::status::SaveError::Failed("AOF is off".into()));
     }
     status.lock(true)?;
     status.rewrite_scheduled.store(false, Ordering::Relaxed);

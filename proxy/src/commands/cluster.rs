@@ -2,11 +2,13 @@
 //! reply shapes. In `cluster-mode no` they answer as Redis does with cluster
 //! support disabled.
 
-use super::ClusterView;
-use crate::commands::{help, reply};
-use crate::conn::Connection;
-use crate::mesh::call;
+use super::reply::{help, reply};
+use crate::cluster::reload::reload_topology;
+use crate::cluster::topology::Node;
+use crate::cluster::ClusterView;
+use crate::coordinator::dispatch::call;
 use crate::resp::Value;
+use crate::session::Connection;
 use crate::slot::{key_slot, SLOTS};
 use shard::args::parse_i64;
 use shard::reply::errors::NOT_INTEGER;
@@ -84,7 +86,7 @@ fn nodes(view: &ClusterView, me: u16) -> String {
     out
 }
 
-fn node_entry(n: &super::topology::Node) -> Value {
+fn node_entry(n: &Node) -> Value {
     Value::Array(vec![bulk(&n.ip.to_string()), Value::Int(n.port as i64), bulk(&n.id), Value::Map(Vec::new())])
 }
 
@@ -185,7 +187,7 @@ pub async fn keys_in_slot(conn: &mut Connection, spec: &CommandSpec, args: Args<
 
 /// CLUSTER RELOAD (corekv's own): re-reads the topology file on every core.
 pub async fn reload(conn: &mut Connection) {
-    match crate::server::reload_topology(&conn.core).await {
+    match reload_topology(&conn.core).await {
         Ok(()) => reply(conn, |r| r.ok()),
         Err(e) => conn.error(&format!("ERR {e}")),
     }

@@ -1,0 +1,244 @@
+//! The blocked connection's side of blocking pops: it registers waiters
+//! with the keys' owners, waits for a reply, a timeout or a hang-up while
+//! reading what the client pipelines, and withdraws what is left.
+
+use super::owner::attempt;
+use super::request::{BlockOp, BlockRequest};
+use crate::coordinator::dispatch::call;
+use crate::mesh::{Request, Response, Ticket};
+use crate::session::Connection;
+use crate::stream::ClientStream;
+use futures_lite::io::AsyncRead;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// A connection waiting for a blocking pop.
+pub struct BlockWait {
+    /// One waiter per shard holding some of the keys: (shard, id, ticket).
+    pub waits: Vec<(usize, u64, Ticket)>,
+    pub deadline: Option<Instant>,
+    /// Sent when the time runs out (a null array or a null bulk).
+    pub timeout_reply: Vec<u8>,
+    /// Notify mode (keys on several shards): what to retry when told a key
+    /// has data.
+    pub retry: Option<Retry>,
+}
+
+/// The pop a notify-mode client retries itself.
+pub struct Retry {
+    pub db: usize,
+    pub resp3: bool,
+    /// Keys with their shards, in the command's order.
+    pub keys: Vec<(usize, Vec<u8>)>,
+    pub op: BlockOp,
+}
+
+/// Registers a waiter for `keys` (all on `shard`) and returns its ticket.
+pub async fn register(conn: &Connection, shard: usize, keys: Vec<Vec<u8>>, op: BlockOp) -> (u64, Ticket) {
+    let core = &conn.core;
+    let id = core.next_waiter_id();
+    let (db, resp3, origin, unit) = (conn.state.db, conn.state.resp3, core.index, conn.pipeline.unit);
+    let request = move |ticket| BlockRequest { id, origin, ticket, db, resp3, keys, op, unit };
+    if shard == core.index {
+        let t = core.mesh.ticket();
+        if let Some(response) = core.block(request(t.id())) {
+            core.mesh.complete(t.id(), response);
+        }
+        return (id, t);
+    }
+    let t = core.mesh.send_with(shard, |ticket| Request::Block(Box::new(request(ticket)))).await;
+    (id, t)
+}
+
+/// Withdraws a waiter and waits for its ticket: the served reply if it was
+/// served meanwhile.
+async fn withdraw(conn: &Connection, shard: usize, id: u64, ticket: Ticket) -> Response {
+    if shard == conn.core.index {
+        conn.core.unblock(id);
+    } else {
+        conn.core.mesh.post(shard, Request::Unblock(id)).await;
+    }
+    ticket.await
+}
+
+/// One non-blocking attempt of `op` on `key` at its shard (notify mode).
+async fn try_once(conn: &Connection, shard: usize, retry: &Retry, key: Vec<u8>) -> Option<Vec<u8>> {
+    let (db, resp3, op) = (retry.db, retry.resp3, retry.op.clone());
+    call(&conn.core, shard, move |core| {
+        let req =
+            BlockRequest { id: 0, origin: core.index, ticket: 0, db, resp3, keys: vec![key.clone()], op, unit: None };
+        let mut s = core.shard.borrow_mut();
+        attempt(core, &mut s, &req, &[key.as_slice()], shard::unix_ms())
+    })
+    .await
+    .flatten()
+}
+
+enum Event {
+    Ticket(usize, Response),
+    Timeout,
+    Read(std::io::Result<usize>),
+}
+
+/// Waits until the pop is served, times out or the client hangs up, reading
+/// whatever the client pipelines meanwhile into `buf`. The reply goes to
+/// the connection's output. Returns false when the client is gone.
+pub async fn wait(
+    conn: &mut Connection,
+    mut w: BlockWait,
+    stream: &mut ClientStream,
+    buf: &mut Vec<u8>,
+    filled: &mut usize,
+) -> bool {
+    conn.core.blocked_here.set(conn.core.blocked_here.get() + 1);
+    let mut timer = w.deadline.map(|d| Box::pin(glommio::timer::sleep(d.saturating_duration_since(Instant::now()))));
+    let limit = conn.core.config().client_query_buffer_limit as usize;
+    let outcome = loop {
+        if *filled == buf.len() {
+            if buf.len() >= limit {
+                break None;
+            }
+            buf.resize(buf.len() * 2, 0);
+        }
+        let event = futures_lite::future::poll_fn(|cx| {
+            for (i, (_, _, t)) in w.waits.iter_mut().enumerate() {
+                if let Poll::Ready(r) = Pin::new(t).poll(cx) {
+                    return Poll::Ready(Event::Ticket(i, r));
+                }
+            }
+            if let Some(timer) = timer.as_mut() {
+                if timer.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Event::Timeout);
+                }
+            }
+            match Pin::new(&mut *stream).poll_read(cx, &mut buf[*filled..]) {
+                Poll::Ready(r) => Poll::Ready(Event::Read(r)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await;
+        match event {
+            Event::Read(Ok(0)) | Event::Read(Err(_)) => break None,
+            Event::Read(Ok(n)) => *filled += n,
+            Event::Timeout => break Some(w.timeout_reply.clone()),
+            Event::Ticket(i, response) => {
+                w.waits.swap_remove(i);
+                match response {
+                    Response::Served(reply) => break Some(reply),
+                    Response::Notified => {
+                        if let Some(reply) = retry(conn, &mut w).await {
+                            break Some(reply);
+                        }
+                    }
+                    // Withdrawn without being asked (the owner is shutting
+                    // down): give up as on a timeout.
+                    _ if w.waits.is_empty() => break Some(w.timeout_reply.clone()),
+                    _ => {}
+                }
+            }
+        }
+    };
+    // Withdraw what is still registered. After a timeout, a reply served in
+    // the meantime wins; after a hang-up it is lost, as with Redis.
+    let timed_out = outcome.as_ref() == Some(&w.timeout_reply);
+    let mut reply = outcome;
+    for (shard, id, t) in std::mem::take(&mut w.waits) {
+        if let Response::Served(served) = withdraw(conn, shard, id, t).await {
+            if timed_out {
+                reply = Some(served);
+            }
+        }
+    }
+    conn.core.blocked_here.set(conn.core.blocked_here.get() - 1);
+    match reply {
+        Some(bytes) => {
+            conn.pipeline.local(|out| out.extend_from_slice(&bytes));
+            true
+        }
+        None => false,
+    }
+}
+
+/// A blocking pop inside EXEC does not block: its waiters are withdrawn at
+/// once, and the reply is what they were served, else the timeout reply.
+pub async fn give_up(conn: &Connection, mut w: BlockWait) -> Vec<u8> {
+    let mut reply = w.timeout_reply.clone();
+    for (shard, id, t) in std::mem::take(&mut w.waits) {
+        if let Response::Served(served) = withdraw(conn, shard, id, t).await {
+            reply = served;
+        }
+    }
+    reply
+}
+
+/// Notify mode: a key got data. Withdraw the other waiters, try the keys in
+/// order, and wait again (same deadline) if another client was faster.
+async fn retry(conn: &Connection, w: &mut BlockWait) -> Option<Vec<u8>> {
+    for (shard, id, t) in std::mem::take(&mut w.waits) {
+        withdraw(conn, shard, id, t).await;
+    }
+    start_notify(conn, w).await
+}
+
+/// Notify mode: tries every key in order; `Some(reply)` when one served,
+/// else registers notify waiters on every shard holding the keys.
+pub async fn start_notify(conn: &Connection, w: &mut BlockWait) -> Option<Vec<u8>> {
+    let retry = w.retry.as_ref()?;
+    for (shard, key) in &retry.keys {
+        if let Some(reply) = try_once(conn, *shard, retry, key.clone()).await {
+            return Some(reply);
+        }
+    }
+    let mut by_shard: Vec<(usize, Vec<Vec<u8>>)> = Vec::new();
+    for (shard, key) in &retry.keys {
+        match by_shard.iter_mut().find(|(s, _)| s == shard) {
+            Some(g) => g.1.push(key.clone()),
+            None => by_shard.push((*shard, vec![key.clone()])),
+        }
+    }
+    for (shard, keys) in by_shard {
+        let (id, t) = register(conn, shard, keys, retry.op.notify()).await;
+        w.waits.push((shard, id, t));
+    }
+    None
+}
+
+/// Serves a parsed blocking pop at once or returns what to wait on. Keys
+/// on one shard wait there; keys on several wait in notify mode. Redis
+/// answers every blocking timeout with a null array.
+pub async fn start(
+    conn: &mut Connection,
+    keys: Vec<Vec<u8>>,
+    op: BlockOp,
+    deadline: Option<Instant>,
+) -> Option<BlockWait> {
+    let resp3 = conn.state.resp3;
+    let timeout_reply = if resp3 { b"_\r\n".to_vec() } else { b"*-1\r\n".to_vec() };
+    let shards: Vec<usize> = keys.iter().map(|k| conn.core.shard_of(k)).collect();
+    if shards.iter().all(|&s| s == shards[0]) {
+        let (id, t) = register(conn, shards[0], keys, op).await;
+        return Some(BlockWait { waits: vec![(shards[0], id, t)], deadline, timeout_reply, retry: None });
+    }
+    // Keys on several shards: try each in order now, else wait for word that
+    // one has data.
+    let retry = Retry { db: conn.state.db, resp3, keys: shards.into_iter().zip(keys).collect(), op };
+    let mut w = BlockWait { waits: Vec::new(), deadline, timeout_reply, retry: Some(retry) };
+    if let Some(reply) = start_notify(conn, &mut w).await {
+        conn.pipeline.local(|out| out.extend_from_slice(&reply));
+        return None;
+    }
+    Some(w)
+}
+
+/// Redis 7.0's timeout argument: seconds as a float, truncated to whole
+/// milliseconds (so under 1 ms means for ever, like 0).
+pub fn parse_timeout(arg: &[u8]) -> Result<Option<Instant>, &'static str> {
+    let ms = shard::numbers::timeout_ms(arg).ok_or("ERR timeout is not a float or out of range")?;
+    if ms < 0 {
+        return Err("ERR timeout is negative");
+    }
+    // Past what an Instant holds, the wait is as good as for ever.
+    Ok((ms > 0).then(|| Instant::now().checked_add(Duration::from_millis(ms as u64))).flatten())
+}

@@ -1,0 +1,248 @@
+//! The keys' owner's side of blocking pops: it serves a pop at once or
+//! keeps the waiter, and after every write serves the ready keys' waiters
+//! in the order they blocked.
+
+use super::request::{BlockOp, BlockRequest};
+use crate::core::Core;
+use crate::mesh::{CallFn, Request, Response};
+use crate::persistence::aof::durable::{durable, must_wait};
+use shard::commands::list::{lmove_put, lmove_take, try_bpop, try_mpop};
+use shard::commands::zset::pop::{try_pop, Shape};
+use shard::commands::Ctx;
+use shard::value::Value;
+use shard::{Reply, Shard};
+
+/// Runs a waiter's op against `keys` (all owned here). `Some(reply)` when
+/// it was served (or failed for good, e.g. WRONGTYPE).
+pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], now: u64) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut ctx = Ctx { db: req.db, now, reply: Reply::new(&mut out, req.resp3) };
+    let served = match &req.op {
+        BlockOp::Pop { from_head } => try_bpop(shard, &mut ctx, keys, *from_head),
+        BlockOp::MPop { from_head, count } => try_mpop(shard, &mut ctx, keys, *from_head, *count),
+        BlockOp::Move { dst, dst_shard, from_head, to_head } => {
+            let local_dst = (*dst_shard == core.index).then_some(dst.as_slice());
+            match lmove_take(shard, &mut ctx, keys[0], local_dst, *from_head) {
+                Err(_) => true,
+                Ok(None) => false,
+                Ok(Some(v)) => {
+                    if local_dst.is_some() {
+                        lmove_put(shard, req.db, now, dst, &v, *to_head);
+                    } else {
+                        push_elsewhere(core, *dst_shard, req.db, dst.clone(), v.clone(), *to_head);
+                    }
+                    ctx.reply.bulk(&v);
+                    true
+                }
+            }
+        }
+        BlockOp::ZPop { max } => {
+            let db = &mut shard.dbs[req.db];
+            keys.iter().any(|k| try_pop(db, k, now, *max, 1, Shape::KeyFlat, &mut ctx.reply))
+        }
+        BlockOp::ZMPop { max, count } => {
+            let db = &mut shard.dbs[req.db];
+            keys.iter().any(|k| try_pop(db, k, now, *max, *count, Shape::KeyNested, &mut ctx.reply))
+        }
+        BlockOp::Notify { .. } => keys.iter().any(|k| fits(shard, req, k, now)),
+    };
+    if served && shard.effects.is_some() && out.first() != Some(&b'-') {
+        log_pop(core, shard, req, keys, &out);
+    }
+    served.then_some(out)
+}
+
+/// A served blocking pop's effect, as Redis propagates it: the non-blocking
+/// pop it amounts to (BLPOP -> LPOP key, BZMPOP -> ZPOPMIN key n, BLMOVE ->
+/// the pop plus, for a local destination, the push), read off the reply.
+fn log_pop(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], reply: &[u8]) {
+    let leaves = shard::propagate::leaves(reply);
+    let side = |head: bool| -> &'static [u8] {
+        if head {
+            b"LPOP"
+        } else {
+            b"RPOP"
+        }
+    };
+    let zside = |max: bool| -> &'static [u8] {
+        if max {
+            b"ZPOPMAX"
+        } else {
+            b"ZPOPMIN"
+        }
+    };
+    let mut n = itoa::Buffer::new();
+    match (&req.op, leaves.as_slice()) {
+        (BlockOp::Pop { from_head }, [key, ..]) => shard.log_effect(req.db, &[side(*from_head), key]),
+        (BlockOp::ZPop { max }, [key, ..]) => shard.log_effect(req.db, &[zside(*max), key]),
+        (BlockOp::MPop { from_head, .. }, [key, elems @ ..]) => {
+            shard.log_effect(req.db, &[side(*from_head), key, n.format(elems.len()).as_bytes()])
+        }
+        (BlockOp::ZMPop { max, .. }, [key, pairs @ ..]) => {
+            shard.log_effect(req.db, &[zside(*max), key, n.format(pairs.len() / 2).as_bytes()])
+        }
+        (BlockOp::Move { dst, dst_shard, to_head, from_head }, [value]) => {
+            shard.log_effect(req.db, &[side(*from_head), keys[0]]);
+            if *dst_shard == core.index {
+                shard.log_effect(req.db, &[if *to_head { b"LPUSH" } else { b"RPUSH" }, dst, value]);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `key` holds data of the type `req` waits for.
+fn fits(shard: &mut Shard, req: &BlockRequest, key: &[u8], now: u64) -> bool {
+    match shard.dbs[req.db].find(key, now).map(|e| &e.value) {
+        Some(Value::List(l)) => !l.is_empty() && !req.op.wants_zset(),
+        Some(Value::ZSet(_)) => req.op.wants_zset(),
+        _ => false,
+    }
+}
+
+/// LMOVE's push on the destination's shard, logged as LPUSH/RPUSH.
+pub fn put_logged(s: &mut shard::Shard, db: usize, key: &[u8], value: &[u8], to_head: bool) -> bool {
+    let pushed = lmove_put(s, db, shard::unix_ms(), key, value, to_head);
+    if pushed {
+        s.log_effect(db, &[if to_head { b"LPUSH" } else { b"RPUSH" }, key, value]);
+    }
+    pushed
+}
+
+/// BLMOVE's push when the destination lives on another shard.
+fn push_elsewhere(core: &Core, shard: usize, db: usize, dst: Vec<u8>, value: Vec<u8>, to_head: bool) {
+    let push: CallFn<Core> = Box::new(move |c| {
+        put_logged(&mut c.shard.borrow_mut(), db, &dst, &value, to_head);
+        Box::new(())
+    });
+    if let Some(me) = core.me.upgrade() {
+        glommio::spawn_local(async move { me.mesh.post(shard, Request::Call(push)).await }).detach();
+    }
+}
+
+impl Core {
+    /// A blocking request arriving at the keys' owner: served at once
+    /// (`Some(reply)`) or registered to wait (`None`: the ticket stays open).
+    pub fn block(&self, req: BlockRequest) -> Option<Response> {
+        let now = shard::unix_ms();
+        // A key a unit holds is not served now: its release signals it.
+        let held = {
+            let locks = self.locks.borrow();
+            !locks.is_idle() && req.keys.iter().any(|k| locks.blocks(req.db, k, req.unit))
+        };
+        let served = if held {
+            None
+        } else {
+            let mut shard = self.shard.borrow_mut();
+            let keys: Vec<&[u8]> = req.keys.iter().map(Vec::as_slice).collect();
+            attempt(self, &mut shard, &req, &keys, now)
+        };
+        if let Some(reply) = served {
+            self.serve_ready();
+            return Some(if matches!(req.op, BlockOp::Notify { .. }) {
+                Response::Notified
+            } else {
+                Response::Served(reply)
+            });
+        }
+        let mut shard = self.shard.borrow_mut();
+        let mut w = self.blocked.borrow_mut();
+        for key in &req.keys {
+            w.by_key.entry((req.db, key.clone())).or_default().push_back(req.id);
+            *shard.watched.entry(key.clone()).or_default() += 1;
+        }
+        w.waiters.insert(req.id, req);
+        None
+    }
+
+    fn forget(&self, id: u64) -> Option<BlockRequest> {
+        let mut w = self.blocked.borrow_mut();
+        let req = w.waiters.remove(&id)?;
+        let mut shard = self.shard.borrow_mut();
+        for key in &req.keys {
+            let slot = (req.db, key.clone());
+            if let Some(q) = w.by_key.get_mut(&slot) {
+                q.retain(|&x| x != id);
+                if q.is_empty() {
+                    w.by_key.remove(&slot);
+                }
+            }
+            if let Some(n) = shard.watched.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    shard.watched.remove(key);
+                }
+            }
+        }
+        Some(req)
+    }
+
+    /// Withdraws a waiter (timeout, hang-up, or another shard served it).
+    /// Its ticket is answered `Unblocked` unless it was served already.
+    pub fn unblock(&self, id: u64) {
+        if let Some(req) = self.forget(id) {
+            self.deliver(req.origin, req.ticket, Response::Unblocked);
+        }
+    }
+
+    /// Serves the waiters of every key pushed to since the last call, in
+    /// the order they blocked.
+    pub fn serve_ready(&self) {
+        loop {
+            let next = {
+                let mut shard = self.shard.borrow_mut();
+                if shard.ready.is_empty() {
+                    return;
+                }
+                shard.ready.remove(0)
+            };
+            let (db, key) = next;
+            if self.locks.borrow().blocks(db, &key, None) {
+                continue;
+            }
+            let queue: Vec<u64> = self
+                .blocked
+                .borrow()
+                .by_key
+                .get(&(db, key.clone()))
+                .map(|q| q.iter().copied().collect())
+                .unwrap_or_default();
+            for id in queue {
+                let served = {
+                    let w = self.blocked.borrow();
+                    let Some(req) = w.waiters.get(&id) else { continue };
+                    let mut shard = self.shard.borrow_mut();
+                    let now = shard::unix_ms();
+                    if !fits(&mut shard, req, &key, now) {
+                        continue;
+                    }
+                    attempt(self, &mut shard, req, &[key.as_slice()], now)
+                };
+                let Some(reply) = served else { break };
+                if let Some(req) = self.forget(id) {
+                    let response = if matches!(req.op, BlockOp::Notify { .. }) {
+                        Response::Notified
+                    } else {
+                        Response::Served(reply)
+                    };
+                    self.deliver_durable(req.origin, req.ticket, response);
+                }
+            }
+        }
+    }
+
+    /// `deliver` once this core's logged effects are durable (a served
+    /// blocking pop with `appendfsync always`); at once otherwise.
+    fn deliver_durable(&self, origin: usize, ticket: u32, response: Response) {
+        match self.me.upgrade() {
+            Some(me) if must_wait(&me) => {
+                glommio::spawn_local(async move {
+                    durable(&me).await;
+                    me.deliver(origin, ticket, response);
+                })
+                .detach();
+            }
+            _ => self.deliver(origin, ticket, response),
+        }
+    }
+}

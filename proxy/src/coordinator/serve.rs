@@ -1,0 +1,77 @@
+//! The owner's side of the mesh: every request another core sends is
+//! executed here (a batch, a closure, a task, a blocking pop) and answered
+//! once what it wrote is durable.
+
+use super::unit::wait_for_release;
+use crate::core::Core;
+use crate::mesh::{BatchReply, Envelope, Request, Response};
+use crate::persistence::aof::durable::durable;
+use glommio::channels::channel_mesh::Receivers;
+use std::rc::Rc;
+
+/// Serves requests from every peer: execute, send the reply back; and
+/// drains the peers' replies to this core's requests.
+pub fn serve(
+    core: &Rc<Core>,
+    mut requests: Receivers<Envelope<Request<Core>>>,
+    responses: Receivers<Envelope<Response>>,
+) {
+    for (peer, rx) in requests.streams() {
+        let core = core.clone();
+        glommio::spawn_local(async move {
+            while let Some(env) = rx.recv().await {
+                let body = match env.body {
+                    Request::Batch(batch) => {
+                        let mut reply = BatchReply::for_batch(&batch);
+                        if !core.execute_batch(&batch, &mut reply) {
+                            // Held by a unit: finish once it lets go, while
+                            // this channel keeps draining (the release may be
+                            // behind us on it).
+                            let (me, ticket) = (core.clone(), env.ticket);
+                            glommio::spawn_local(async move {
+                                while !me.execute_batch(&batch, &mut reply) {
+                                    wait_for_release(&me).await;
+                                }
+                                durable(&me).await;
+                                me.deliver(peer, ticket, Response::Batch(reply));
+                            })
+                            .detach();
+                            continue;
+                        }
+                        Response::Batch(reply)
+                    }
+                    Request::Call(f) => {
+                        let r = Response::Call(f(&core));
+                        core.serve_ready();
+                        r
+                    }
+                    Request::Task(f) => {
+                        let (fut, me, ticket) = (f(core.clone()), core.clone(), env.ticket);
+                        glommio::spawn_local(async move {
+                            let r = fut.await;
+                            me.deliver(peer, ticket, Response::Call(r));
+                        })
+                        .detach();
+                        continue;
+                    }
+                    Request::Block(req) => match core.block(*req) {
+                        Some(r) => r,
+                        None => continue,
+                    },
+                    Request::Unblock(id) => {
+                        core.unblock(id);
+                        continue;
+                    }
+                };
+                // appendfsync always: what this request wrote is on disk
+                // before its reply leaves.
+                durable(&core).await;
+                if !core.mesh.respond(peer, env.ticket, body).await {
+                    break;
+                }
+            }
+        })
+        .detach();
+    }
+    core.mesh.receive_responses(responses);
+}

@@ -1,0 +1,50 @@
+//! Running commands on this core's shard: one from a local connection, or
+//! a batch another core sent; either way the waiters of keys it made ready
+//! are served right after.
+
+use crate::coordinator::locks::blocked;
+use crate::core::Core;
+use crate::mesh::{Batch, BatchReply};
+use shard::commands::{execute, Ctx};
+use shard::{Args, CommandSpec, Reply};
+
+impl Core {
+    /// Runs one command on this core's shard, appending its reply to `out`.
+    #[inline]
+    pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
+        let mut shard = self.shard.borrow_mut();
+        let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
+        execute(spec, &mut shard, &mut ctx, args);
+        let ready = !shard.ready.is_empty();
+        drop(shard);
+        if ready {
+            self.serve_ready();
+        }
+    }
+
+    /// Runs a batch sent by another core, from its op `reply.ends.len()` on.
+    /// Returns false when it stopped at an op whose keys a coordinator unit
+    /// holds: the caller waits for a release and calls again.
+    pub fn execute_batch(&self, batch: &Batch, reply: &mut BatchReply) -> bool {
+        let locks = self.locks.borrow();
+        let mut shard = self.shard.borrow_mut();
+        if reply.ends.is_empty() {
+            shard.stats.remote_batches += 1;
+        }
+        let now = shard::unix_ms();
+        let mut done = true;
+        for op in &batch.ops[reply.ends.len()..] {
+            let args = batch.args(op);
+            if !locks.is_idle() && blocked(&locks, op.spec, op.db as usize, &args, batch.unit) {
+                done = false;
+                break;
+            }
+            let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
+            execute(op.spec, &mut shard, &mut ctx, args);
+            reply.ends.push(reply.data.len() as u32);
+        }
+        drop((shard, locks));
+        self.serve_ready();
+        done
+    }
+}

@@ -1,0 +1,193 @@
+//! The router: one parsed command to where it runs. Checks (arity,
+//! subcommand, AUTH, MISCONF, cluster redirections, MULTI queuing, unit
+//! locks), then this core's shard, a batch for the owner, a split over
+//! shards, or a proxy command family (`commands`). Work that must wait
+//! for earlier replies comes back as `Deferred` and runs here too, EXEC's
+//! queued commands included.
+
+use crate::blocking::{self, BlockWait};
+use crate::commands::{self, transactions};
+use crate::coordinator::wait_for_release;
+use crate::log;
+use crate::persistence;
+use crate::session::{Connection, Deferred};
+use shard::commands::{arity_error, flags};
+use shard::reply::errors::NOAUTH;
+use shard::{Args, Route};
+use std::future::Future;
+use std::pin::Pin;
+
+impl Connection {
+    /// Runs what `handle` deferred, after every earlier reply is in: waits
+    /// out a unit holding the command's keys, then handles it again.
+    pub async fn run_deferred(&mut self, mut deferred: Deferred, args: Args<'_>) -> Option<BlockWait> {
+        loop {
+            self.pipeline.flush(&self.core).await;
+            match deferred {
+                Deferred::Locked => {
+                    wait_for_release(&self.core).await;
+                    deferred = self.handle(args)?;
+                }
+                Deferred::Command(spec) if spec.name == "exec" => {
+                    self.exec(args).await;
+                    return None;
+                }
+                Deferred::Command(spec) => return commands::run_deferred(self, spec, args).await,
+            }
+        }
+    }
+
+    /// EXEC: `transactions` checks the transaction and takes its unit; the
+    /// queued commands then run through this router, each reply as its own
+    /// command's, in one array.
+    async fn exec(&mut self, args: Args<'_>) {
+        let Some(exec) = transactions::exec_begin(self, args).await else { return };
+        if let Some(q) = &exec.queued {
+            let resp3 = self.state.resp3;
+            self.pipeline.local(|out| shard::Reply::new(out, resp3).array(q.commands.len()));
+            for &(spec, first, count) in &q.commands {
+                let args = Args::new(&q.data, &q.ranges[first as usize..(first + count) as usize]);
+                if let Some(deferred) = self.handle(args) {
+                    // Boxed: EXEC reaches itself through the router (refused there).
+                    let deferred: Pin<Box<dyn Future<Output = _>>> = Box::pin(self.run_deferred(deferred, args));
+                    if let Some(wait) = deferred.await {
+                        let timeout_reply = wait.timeout_reply.clone();
+                        let mut served = blocking::give_up(self, wait).await;
+                        // Redis runs these as their non-blocking forms: a null bulk.
+                        if served == timeout_reply && matches!(spec.name, "blmove" | "brpoplpush") && !self.state.resp3
+                        {
+                            served = b"$-1\r\n".to_vec();
+                        }
+                        self.pipeline.local(|out| out.extend_from_slice(&served));
+                    }
+                }
+            }
+        }
+        transactions::exec_end(self, exec).await;
+    }
+
+    /// Routes one command. Returns the work that must wait for earlier
+    /// replies (multi-phase and server-wide commands).
+    pub(crate) fn handle(&mut self, args: Args) -> Option<Deferred> {
+        let name = args.get(0);
+        let Some(mut spec) = self.core.commands.lookup(name) else {
+            if name.eq_ignore_ascii_case(b"host:") || name.eq_ignore_ascii_case(b"post") {
+                log::warning("Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. Connection aborted.");
+                self.state.close = true;
+                return None;
+            }
+            self.reject(&unknown_command(&args));
+            return None;
+        };
+        if !spec.arity_ok(args.len()) {
+            if spec.name == "exec" {
+                // EXECABORT, with or without MULTI, as Redis's rejectCommand.
+                return Some(Deferred::Command(spec));
+            }
+            self.reject(&arity_error(spec.name));
+            return None;
+        }
+        if !spec.subcommands.is_empty() && args.len() >= 2 {
+            match spec.subcommand(args.get(1)) {
+                Some(sub) => spec = sub,
+                None => {
+                    let msg = format!(
+                        "ERR unknown subcommand '{}'. Try {} HELP.",
+                        truncated(args.get(1), 128),
+                        spec.name.to_uppercase()
+                    );
+                    self.reject(&msg);
+                    return None;
+                }
+            }
+            if !spec.arity_ok(args.len()) {
+                self.reject(&arity_error(spec.name));
+                return None;
+            }
+        }
+        self.last_cmd = spec.name;
+        if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) {
+            self.reject(NOAUTH);
+            return None;
+        }
+        // Redis refuses writes (and PING) after a failed BGSAVE, or while
+        // the AOF cannot be written.
+        let (rdb_failed, aof_failing) = (self.core.save.deny_writes.get(), self.core.aof.refusals.any.get());
+        if (rdb_failed || aof_failing) && (spec.has_flag(flags::WRITE) || spec.name == "ping") {
+            match rdb_failed {
+                true => self.reject(persistence::MISCONF),
+                false => self.reject(&persistence::aof::misconf(&self.core)),
+            }
+            return None;
+        }
+        if self.cluster && self.redirected(spec, &args) {
+            if let Some(q) = &mut self.state.multi {
+                q.failed = true;
+            }
+            return None;
+        }
+        if self.state.multi.is_some() && matches!(spec.name, "shutdown" | "save" | "sync" | "psync") {
+            self.reject("ERR Command not allowed inside a transaction");
+            return None;
+        }
+        if self.state.multi.is_some() && !transactions::runs_in_multi(spec) {
+            transactions::queue(self, spec, &args);
+            return None;
+        }
+        if !self.core.locks.borrow().is_idle() && self.locked_here(spec, &args) {
+            return Some(Deferred::Locked);
+        }
+        let (db, resp3) = (self.state.db, self.state.resp3);
+        match spec.route {
+            Route::Local => self.run_local(spec, args),
+            Route::Keyed => match self.owner_of_keys(spec, &args) {
+                Some(shard) if shard == self.core.index => self.run_local(spec, args),
+                Some(shard) => self.pipeline.remote(shard, spec, db, resp3, args.iter()),
+                None => return Some(Deferred::Command(spec)),
+            },
+            Route::SplitKeys(merge) => {
+                let step = spec.keys.2 as usize;
+                if !(args.len() - 1).is_multiple_of(step) {
+                    self.reject(&arity_error(spec.name));
+                    return None;
+                }
+                match self.owner_of_keys(spec, &args) {
+                    Some(shard) if shard == self.core.index => self.run_local(spec, args),
+                    Some(shard) => self.pipeline.remote(shard, spec, db, resp3, args.iter()),
+                    // Over several shards: atomically, as a coordinator unit.
+                    None if self.pipeline.unit.is_none() => return Some(Deferred::Command(spec)),
+                    None => self.split_by_key(spec, merge, args, step),
+                }
+            }
+            Route::AllShards(merge) => {
+                if self.core.count == 1 || self.state.shard_port {
+                    self.run_local(spec, args);
+                } else if spec.has_flag(flags::WRITE) && self.pipeline.unit.is_none() {
+                    // FLUSHALL, SWAPDB: every shard at one instant.
+                    return Some(Deferred::Command(spec));
+                } else {
+                    self.split_all(spec, merge, args);
+                }
+            }
+            Route::Proxy => return commands::run_now(self, spec, args),
+        }
+        None
+    }
+}
+
+fn truncated(b: &[u8], max: usize) -> String {
+    String::from_utf8_lossy(&b[..b.len().min(max)]).into_owned()
+}
+
+/// Redis's text, quoting up to 128 bytes of arguments.
+fn unknown_command(args: &Args) -> String {
+    let mut quoted = String::new();
+    for a in args.iter().skip(1) {
+        if quoted.len() >= 128 {
+            break;
+        }
+        let room = 128 - quoted.len();
+        quoted.push_str(&format!("'{}' ", truncated(a, room)));
+    }
+    format!("ERR unknown command '{}', with args beginning with: {}", truncated(args.get(0), 128), quoted)
+}

@@ -1,0 +1,201 @@
+//! A connection's session as commands see it: its state (database,
+//! protocol, MULTI, WATCH...), its pipeline of replies, and the routing
+//! helpers commands use to reach the owners of keys. The socket loop is in
+//! `conn.rs`, the router in `router.rs`.
+
+use crate::cluster::Owner;
+use crate::core::Core;
+use crate::pipeline::Pipeline;
+use crate::slot::key_slot;
+use shard::{Args, CommandSpec, Merge, Route};
+use std::rc::Rc;
+
+/// What a connection carries from one command to the next.
+pub struct ConnState {
+    pub id: u64,
+    /// This connection's entry in the core's client registry.
+    pub registry_key: usize,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    /// Close once the replies gathered so far are written (QUIT, errors).
+    pub close: bool,
+    /// The cluster node this connection's port stands for (per-core shard
+    /// ports, and the client port in emulated mode); keys of other nodes'
+    /// slots get MOVED.
+    pub port_node: Option<u16>,
+    /// Accepted on this core's own per-core node port: server-wide commands
+    /// (DBSIZE, KEYS, SCAN...) cover this shard only, as on a cluster node.
+    pub shard_port: bool,
+    /// Commands queued since MULTI.
+    pub multi: Option<Queued>,
+    /// Keys this connection WATCHes: (shard, db, key).
+    pub watched: Vec<(usize, usize, Vec<u8>)>,
+    /// Watched keys that were absent or expired when watched: running out
+    /// of time does not change them (Redis 7.0).
+    pub watched_absent: Vec<(usize, usize, Vec<u8>)>,
+}
+
+/// Which listener accepted a connection.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Port {
+    /// The shared client port (SO_REUSEPORT on every core).
+    Client,
+    /// This core's own node port in per-core cluster mode.
+    Node,
+}
+
+pub struct Connection {
+    pub core: Rc<Core>,
+    pub state: ConnState,
+    pub pipeline: Pipeline,
+    /// Unix ms of the current read batch (Redis's cached command time).
+    pub now: u64,
+    pub last_cmd: &'static str,
+    /// Cluster key checks (CROSSSLOT, MOVED) apply.
+    pub cluster: bool,
+}
+
+/// What must wait until every earlier reply of the batch is in.
+pub enum Deferred {
+    /// A command that awaits other cores itself.
+    Command(&'static CommandSpec),
+    /// A command whose keys a coordinator unit holds: handled again after
+    /// the next release.
+    Locked,
+}
+
+/// Commands queued since MULTI, their arguments copied into one buffer.
+#[derive(Default)]
+pub struct Queued {
+    pub data: Vec<u8>,
+    pub ranges: Vec<(u32, u32)>,
+    /// (spec, first range, count).
+    pub commands: Vec<(&'static CommandSpec, u32, u32)>,
+    /// A command was refused while queuing: EXEC answers EXECABORT.
+    pub failed: bool,
+}
+
+impl Queued {
+    /// (commands, bytes) for CLIENT LIST's multi= and multi-mem=.
+    pub fn size(&self) -> (i64, usize) {
+        (self.commands.len() as i64, self.data.len() + self.ranges.len() * 8)
+    }
+}
+
+impl Connection {
+    pub fn error(&mut self, msg: &str) {
+        self.pipeline.local(|out| shard::Reply::new(out, false).error(msg));
+    }
+
+    /// An error that refuses a command; inside MULTI it also dooms the
+    /// transaction (EXECABORT), as Redis's `rejectCommand`.
+    pub fn reject(&mut self, msg: &str) {
+        if let Some(q) = &mut self.state.multi {
+            q.failed = true;
+        }
+        self.error(msg);
+    }
+
+    /// Redis Cluster's checks: every key in one slot (else CROSSSLOT), and
+    /// that slot served by this connection's node (else MOVED to its owner).
+    /// Returns true when the command was answered with a redirection.
+    pub fn redirected(&mut self, spec: &CommandSpec, args: &Args) -> bool {
+        let mut slot = None;
+        for i in spec.key_indexes(args) {
+            let s = key_slot(args.get(i));
+            match slot {
+                None => slot = Some(s),
+                Some(first) if first != s => {
+                    self.error("CROSSSLOT Keys in request don't hash to the same slot");
+                    return true;
+                }
+                _ => {}
+            }
+        }
+        let Some(slot) = slot else {
+            return false;
+        };
+        let moved = {
+            let view = self.core.cluster.borrow();
+            let owner = match view.owner(slot) {
+                Owner::Remote { node } => Some(node),
+                Owner::Local { node, .. } if self.state.port_node.is_some_and(|p| p != node) => Some(node),
+                Owner::Local { .. } => None,
+            };
+            owner.map(|node| format!("MOVED {slot} {}", view.node(node).addr()))
+        };
+        match moved {
+            Some(msg) => {
+                self.error(&msg);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// True when a coordinator unit other than this connection's holds a
+    /// key of this shard that the command touches.
+    pub fn locked_here(&self, spec: &CommandSpec, args: &Args) -> bool {
+        let (locks, me, db) = (self.core.locks.borrow(), self.pipeline.unit, self.state.db);
+        if matches!(spec.route, Route::AllShards(_)) {
+            return locks.blocks_any(me);
+        }
+        spec.key_indexes(args).any(|i| {
+            let key = args.get(i);
+            self.core.shard_of(key) == self.core.index && locks.blocks(db, key, me)
+        })
+    }
+
+    #[inline]
+    pub fn run_local(&mut self, spec: &'static CommandSpec, args: Args) {
+        let (core, db, resp3, now) = (&self.core, self.state.db, self.state.resp3, self.now);
+        self.pipeline.local(|out| core.execute_local(spec, db, resp3, now, args, out));
+    }
+
+    /// The one shard owning every key of the command, `None` if they span
+    /// several. Keyless commands run here.
+    pub fn owner_of_keys(&self, spec: &CommandSpec, args: &Args) -> Option<usize> {
+        if self.core.count == 1 {
+            return Some(0);
+        }
+        let mut owner = None;
+        for i in spec.key_indexes(args) {
+            let shard = self.core.shard_of(args.get(i));
+            match owner {
+                None => owner = Some(shard),
+                Some(o) if o != shard => return None,
+                _ => {}
+            }
+        }
+        Some(owner.unwrap_or(self.core.index))
+    }
+
+    /// A command for every shard, replies merged.
+    pub fn split_all(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args) {
+        let all: Vec<usize> = (1..args.len()).collect();
+        let groups: Vec<(usize, Vec<usize>)> = (0..self.core.count).map(|s| (s, all.clone())).collect();
+        let (db, resp3, now, core) = (self.state.db, self.state.resp3, self.now, self.core.clone());
+        self.pipeline.split(&core, spec, merge, db, resp3, now, args, &groups, &[]);
+    }
+
+    pub fn split_by_key(&mut self, spec: &'static CommandSpec, merge: Merge, args: Args, step: usize) {
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut key_shards = Vec::new();
+        for i in spec.key_indexes(&args) {
+            let shard = self.core.shard_of(args.get(i));
+            key_shards.push(shard as u16);
+            let group = match groups.iter().position(|(s, _)| *s == shard) {
+                Some(g) => g,
+                None => {
+                    groups.push((shard, Vec::new()));
+                    groups.len() - 1
+                }
+            };
+            groups[group].1.extend(i..i + step);
+        }
+        groups.sort_by_key(|(s, _)| *s);
+        let (db, resp3, now, core) = (self.state.db, self.state.resp3, self.now, self.core.clone());
+        self.pipeline.split(&core, spec, merge, db, resp3, now, args, &groups, &key_shards);
+    }
+}
