@@ -798,6 +798,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("client-query-buffer-limit", "1gb"),
     ("hll-sparse-max-bytes", "3000"),
     ("hz", "10"),
+    ("busy-reply-threshold", "5000"),
     ("timeout", "0"),
     ("tcp-keepalive", "300"),
     ("tcp-backlog", "511"),
