@@ -44,6 +44,7 @@ pub struct CoreReport {
     pub dirty: u64,
     /// (keys written, keys at the cut) of a running snapshot.
     pub save_keys: (u64, u64),
+    pub scripts: crate::scripting::Usage,
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -84,7 +85,29 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         aof: core.aof.enabled.get().then(|| core.aof.stats.borrow().clone()),
         dirty: shard.dirty,
         save_keys: shard.snapshot_progress(),
+        scripts: crate::scripting::usage(),
     }
+}
+
+/// INFO memory's scripting lines: VMs summed over the cores; scripts and
+/// functions counted once (every core holds the same ones).
+fn scripts_memory(reports: &[CoreReport]) -> String {
+    let vm_eval: u64 = reports.iter().map(|r| r.scripts.vm_eval).sum();
+    let vm_functions: u64 = reports.iter().map(|r| r.scripts.vm_functions).sum();
+    let first = reports.iter().map(|r| r.scripts).max_by_key(|u| (u.cached_scripts, u.libraries)).unwrap_or_default();
+    let vm_total = vm_eval + vm_functions;
+    let scripts = first.scripts_eval + first.functions_bytes;
+    format!(
+        "used_memory_lua:{vm_eval}\r\nused_memory_vm_eval:{vm_eval}\r\nused_memory_lua_human:{}\r\nused_memory_scripts_eval:{}\r\nnumber_of_cached_scripts:{}\r\nnumber_of_functions:{}\r\nnumber_of_libraries:{}\r\nused_memory_vm_functions:{vm_functions}\r\nused_memory_vm_total:{vm_total}\r\nused_memory_vm_total_human:{}\r\nused_memory_functions:{}\r\nused_memory_scripts:{scripts}\r\nused_memory_scripts_human:{}\r\n",
+        human(vm_eval),
+        first.scripts_eval,
+        first.cached_scripts,
+        first.functions,
+        first.libraries,
+        human(vm_total),
+        first.functions_bytes,
+        human(scripts)
+    )
 }
 
 fn human(bytes: u64) -> String {
@@ -163,8 +186,8 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:{}\r\n",
-                human(used), m.rss, human(m.rss), human(peak), m.peak_rss, m.allocator
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\n{}maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:{}\r\n",
+                human(used), m.rss, human(m.rss), human(peak), m.peak_rss, scripts_memory(reports), m.allocator
             ),
         );
     }

@@ -100,6 +100,11 @@ impl Functions {
         Functions { vm: Vm::for_functions(register_function), libraries: Vec::new(), functions: HashMap::new() }
     }
 
+    /// Bytes the functions VM uses.
+    pub fn memory(&self) -> u64 {
+        unsafe { lua_gc(self.vm.l, GCCOUNT, 0) as u64 * 1024 }
+    }
+
     pub fn exists(&self, name: &[u8]) -> bool {
         std::str::from_utf8(name).is_ok_and(|n| self.functions.contains_key(n))
     }

@@ -111,7 +111,9 @@ impl Host for CoreHost<'_> {
         if spec.has_flag(flags::NOSCRIPT) {
             return Err("This Redis command is not allowed from script".into());
         }
-        if call.read_only && spec.has_flag(flags::WRITE) {
+        // PFCOUNT may write (it caches the cardinality): Redis's
+        // CMD_MAY_REPLICATE, refused in read-only scripts as writes are.
+        if call.read_only && (spec.has_flag(flags::WRITE) || spec.name == "pfcount") {
             return Err("Write commands are not allowed from read-only scripts.".into());
         }
         if spec.has_flag(flags::WRITE) {

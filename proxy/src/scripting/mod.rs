@@ -395,3 +395,37 @@ impl Engine {
         self.functions.call(host, name, keys, args, opts)
     }
 }
+
+/// This core's scripting figures for INFO memory.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Usage {
+    pub vm_eval: u64,
+    pub vm_functions: u64,
+    pub cached_scripts: usize,
+    /// Bytes of cached script bodies and their shas.
+    pub scripts_eval: u64,
+    pub functions: usize,
+    pub libraries: usize,
+    /// Bytes of library codes and function names.
+    pub functions_bytes: u64,
+}
+
+/// The figures of this core's engine (zeros before its first script; the
+/// engine is not created for INFO).
+pub fn usage() -> Usage {
+    ENGINE.with(|e| {
+        let e = e.borrow();
+        let Some(e) = e.as_ref() else { return Usage::default() };
+        let f = &e.functions;
+        Usage {
+            vm_eval: e.memory(),
+            vm_functions: f.memory(),
+            cached_scripts: e.scripts.len(),
+            scripts_eval: e.scripts.values().map(|s| s.body.len() as u64 + 40).sum(),
+            functions: f.functions.len(),
+            libraries: f.libraries.len(),
+            functions_bytes: f.libraries.iter().map(|l| l.code.len() as u64).sum::<u64>()
+                + f.functions.keys().map(|n| n.len() as u64).sum::<u64>(),
+        }
+    })
+}
