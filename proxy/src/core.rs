@@ -54,7 +54,7 @@ pub struct Process {
     /// SIGTERM/SIGINT asked for a shutdown; core 0 saves first if it must.
     pub signal_shutdown: AtomicBool,
     /// Each core's running script, for SCRIPT KILL / FUNCTION KILL.
-    pub scripts: Vec<crate::scripting::ScriptStatus>,
+    pub scripts: Vec<crate::scripting::context::ScriptStatus>,
 }
 
 impl Process {

@@ -8,6 +8,7 @@ use super::reply::{help, reply};
 use crate::coordinator::dispatch;
 use crate::coordinator::{Footprint, Unit};
 use crate::core::Core;
+use crate::scripting::cross::Reach;
 use crate::scripting::functions::RestorePolicy;
 use crate::scripting::{self, host::CoreHost, with_engine, RunOptions};
 use crate::session::{Connection, Deferred};
@@ -75,15 +76,16 @@ pub fn run_script(
         slot: if cluster_enabled { keys.first().map(|k| key_slot(k)) } else { None },
     };
     let now = shard::unix_ms();
-    let mut host = CoreHost { core, now, port_node: caller.port_node, whole, wants_whole: false, reached_out: false };
+    let reach = Reach { whole, ..Reach::default() };
+    let mut host = CoreHost { core, now, port_node: caller.port_node, reach };
     let reply = with_engine(|engine| match kind {
         Kind::Eval { by_sha, .. } => engine.eval(&mut host, script, by_sha, keys, args, &opts),
         Kind::Fcall { .. } => engine.fcall(&mut host, script, keys, args, &opts),
     });
-    if host.reached_out {
+    if host.reach.reached_out {
         remember_wide(wide_key(kind, script));
     }
-    (!host.wants_whole).then_some(reply)
+    (!host.reach.wants_whole).then_some(reply)
 }
 
 /// Runs a job on another core (one hop).

@@ -4,9 +4,9 @@
 //! deterministic math.random, and the run context the callbacks reach
 //! through the Lua registry.
 
+use super::context::{CallState, Host, ScriptStatus};
 use super::convert::{format_g17, mark_error_counted, push_error, push_reply};
 use super::lua::*;
-use super::{CallState, Host, ScriptStatus};
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 use std::time::Instant;
@@ -58,29 +58,6 @@ unsafe fn run_ctx<'a>(l: *mut lua_State) -> Option<&'a mut RunCtx<'static>> {
 unsafe fn raise(l: *mut lua_State, msg: &[u8]) -> c_int {
     push_error(l, msg);
     lua_error(l)
-}
-
-/// The parts of a script error (`luaExtractErrorInformation`).
-pub struct ErrorInfo {
-    pub msg: Vec<u8>,
-    pub source: Option<Vec<u8>>,
-    pub line: Option<Vec<u8>>,
-}
-
-/// Reads the error value on top of the stack (left there).
-pub unsafe fn error_info(l: *mut lua_State) -> ErrorInfo {
-    if lua_type(l, -1) == TSTRING || lua_type(l, -1) == TNUMBER {
-        let mut msg = b"ERR ".to_vec();
-        msg.extend_from_slice(to_bytes(l, -1).unwrap_or_default());
-        return ErrorInfo { msg, source: None, line: None };
-    }
-    let field = |name: &std::ffi::CStr| {
-        lua_getfield(l, -1, name.as_ptr());
-        let v = if lua_isstring(l, -1) != 0 { to_bytes(l, -1).map(<[u8]>::to_vec) } else { None };
-        pop(l, 1);
-        v
-    };
-    ErrorInfo { msg: field(c"err").unwrap_or_default(), source: field(c"source"), line: field(c"line") }
 }
 
 /// Command arguments from the Lua stack: strings, numbers as `%.17g`.
@@ -178,7 +155,7 @@ pub unsafe extern "C" fn sha1hex(l: *mut lua_State) -> c_int {
     }
     let digest = {
         let s = to_bytes(l, 1).unwrap_or_default();
-        super::sha1_hex(s)
+        super::context::sha1_hex(s)
     };
     push_bytes(l, digest.as_bytes());
     1
@@ -247,7 +224,7 @@ pub unsafe extern "C" fn acl_check_cmd(l: *mut lua_State) -> c_int {
     if argc == 0 {
         return raise(l, b"Please specify at least one argument for this redis lib call");
     }
-    let known = lua_args(l, argc).map(|argv| super::command_exists(&argv));
+    let known = lua_args(l, argc).map(|argv| super::context::command_exists(&argv));
     match known {
         None => raise(l, b"Lua redis lib command arguments must be strings or integers"),
         Some(false) => raise(l, b"Invalid command passed to redis.acl_check_cmd()"),

@@ -338,7 +338,7 @@ pub unsafe fn write_reply(l: *mut lua_State, p: &ReplyProtocols, out: &mut Vec<u
 unsafe fn write_table(l: *mut lua_State, p: &ReplyProtocols, out: &mut Vec<u8>) {
     if raw_field(l, c"err") == TSTRING {
         pop(l, 1);
-        let info = super::api::error_info(l);
+        let info = error_info(l);
         out.push(b'-');
         out.extend_from_slice(&map_crlf(&info.msg));
         out.extend_from_slice(b"\r\n");
@@ -477,4 +477,27 @@ pub fn write_double(out: &mut Vec<u8>, d: f64, resp3: bool) {
     } else {
         bulk(out, &text);
     }
+}
+
+/// The parts of a script error (`luaExtractErrorInformation`).
+pub struct ErrorInfo {
+    pub msg: Vec<u8>,
+    pub source: Option<Vec<u8>>,
+    pub line: Option<Vec<u8>>,
+}
+
+/// Reads the error value on top of the stack (left there).
+pub unsafe fn error_info(l: *mut lua_State) -> ErrorInfo {
+    if lua_type(l, -1) == TSTRING || lua_type(l, -1) == TNUMBER {
+        let mut msg = b"ERR ".to_vec();
+        msg.extend_from_slice(to_bytes(l, -1).unwrap_or_default());
+        return ErrorInfo { msg, source: None, line: None };
+    }
+    let field = |name: &std::ffi::CStr| {
+        lua_getfield(l, -1, name.as_ptr());
+        let v = if lua_isstring(l, -1) != 0 { to_bytes(l, -1).map(<[u8]>::to_vec) } else { None };
+        pop(l, 1);
+        v
+    };
+    ErrorInfo { msg: field(c"err").unwrap_or_default(), source: field(c"source"), line: field(c"line") }
 }

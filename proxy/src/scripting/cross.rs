@@ -6,35 +6,49 @@
 //! anywhere, so the script may call into other cores synchronously
 //! (`coordinator::dispatch::call_blocking`): no core can be waiting for this one.
 
-use super::host::CoreHost;
-use super::CallState;
+use super::context::CallState;
 use crate::coordinator::dispatch::call_blocking;
+use crate::core::Core;
 use shard::{Args, CommandSpec, Route};
 
-/// Runs `argv` on the shards in `owners` for a script on `host.core`: the
+/// How far a running script may reach, and how far it tried to.
+#[derive(Default)]
+pub struct Reach {
+    /// It runs holding every shard (a coordinator unit).
+    pub whole: bool,
+    /// It reached another shard without holding them: it stopped, to be
+    /// run again with `whole`.
+    pub wants_whole: bool,
+    /// It reached another shard at all: next time it runs holding every
+    /// shard from the start.
+    pub reached_out: bool,
+}
+
+/// Runs `argv` on the shards in `owners` for a script on `core`: the
 /// encoded reply, or a script error.
 pub fn remote_call(
-    host: &mut CoreHost,
+    core: &Core,
+    now: u64,
+    reach: &mut Reach,
     spec: &'static CommandSpec,
     argv: &[&[u8]],
     owners: &[usize],
     call: &mut CallState,
 ) -> Result<Vec<u8>, String> {
-    if !host.whole {
-        host.reached_out = true;
+    if !reach.whole {
+        reach.reached_out = true;
         if call.write_dirty {
             return Err("Script attempted to access a key of another shard after writing: declare its keys \
                         (or give them one hash tag) so it can run on every shard at once"
                 .into());
         }
-        host.wants_whole = true;
+        reach.wants_whole = true;
         return Err(RERUN.into());
     }
     let mut shards: Vec<usize> = owners.to_vec();
     shards.sort_unstable();
     shards.dedup();
-    let (db, resp3, now) = (call.db, call.resp3, host.now);
-    let core = host.core;
+    let (db, resp3) = (call.db, call.resp3);
     let run_on = |shard: usize, parts: Vec<Vec<u8>>| -> Vec<u8> {
         let job = move |c: &crate::core::Core| {
             let ranges = ranges(&parts);
@@ -70,7 +84,7 @@ pub fn remote_call(
                     part.extend(argv[1..].iter().map(|a| a.to_vec()));
                 } else {
                     for i in spec.key_indexes(&args) {
-                        if host.core.shard_of(args.get(i)) == shard {
+                        if core.shard_of(args.get(i)) == shard {
                             part.extend((i..i + step).map(|j| argv[j].to_vec()));
                         }
                     }
@@ -78,7 +92,7 @@ pub fn remote_call(
                 pieces.push((shard as u16, run_on(shard, part)));
             }
             if matches!(spec.route, Route::SplitKeys(_)) {
-                key_shards = spec.key_indexes(&args).map(|i| host.core.shard_of(args.get(i)) as u16).collect();
+                key_shards = spec.key_indexes(&args).map(|i| core.shard_of(args.get(i)) as u16).collect();
             }
             let pieces: Vec<(u16, &[u8])> = pieces.iter().map(|(s, p)| (*s, p.as_slice())).collect();
             let mut out = Vec::new();

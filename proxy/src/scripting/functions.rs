@@ -4,10 +4,12 @@
 //! registered functions FCALL runs with the full API. One functions VM per
 //! core, separate from the EVAL VM, as in Redis.
 
+use super::context::{error_line, Host, RunOptions};
 use super::convert::push_error;
+use super::flags;
 use super::lua::*;
+use super::run::{prepare, push_array, run_function};
 use super::vm::{self, Vm};
-use super::{flags, prepare, run_function, Host, RunOptions};
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::time::Instant;
@@ -196,7 +198,7 @@ impl Functions {
                 lua_pushnil(l);
                 lua_settable(l, REGISTRYINDEX);
                 if failed {
-                    let info = super::api::error_info(l);
+                    let info = super::convert::error_info(l);
                     pop(l, 1);
                     self.release(std::mem::take(&mut ctx.registered));
                     Err(format!("ERR Error registering functions: {}", String::from_utf8_lossy(&info.msg)))
@@ -225,7 +227,7 @@ impl Functions {
         let call = match prepare(f.flags, opts) {
             Ok(call) => call,
             Err(e) => {
-                super::error_line(&e, &mut out);
+                error_line(&e, &mut out);
                 return out;
             }
         };
@@ -234,8 +236,8 @@ impl Functions {
             lua_pushstring(l, vm::ERROR_HANDLER.as_ptr());
             lua_gettable(l, REGISTRYINDEX);
             lua_rawgeti(l, REGISTRYINDEX, f.func_ref);
-            super::push_array(l, keys);
-            super::push_array(l, args);
+            push_array(l, keys);
+            push_array(l, args);
             run_function(l, host, call, f.name.clone(), 2, opts, &mut out);
             pop(l, 1);
         }

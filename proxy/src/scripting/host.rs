@@ -2,7 +2,7 @@
 //! called from scripts (script.c's scriptCall), then the command on this
 //! core's shard, or `cross::remote_call` for keys owned elsewhere.
 
-use super::{CallState, Host};
+use super::context::{CallState, Host};
 use crate::cluster::Owner;
 use crate::core::Core;
 use crate::slot::key_slot;
@@ -16,20 +16,13 @@ pub struct CoreHost<'a> {
     pub now: u64,
     /// The node of the port the client came in on (per-core cluster mode).
     pub port_node: Option<u16>,
-    /// The script runs holding every shard (a coordinator unit): it may
-    /// reach the other shards.
-    pub whole: bool,
-    /// The script reached another shard without holding them: it stopped,
-    /// to be run again with `whole` (or failed, having written already).
-    pub wants_whole: bool,
-    /// It reached another shard at all: next time it runs holding every
-    /// shard from the start.
-    pub reached_out: bool,
+    /// How far it may reach into other shards, and how far it tried.
+    pub reach: super::cross::Reach,
 }
 
 fn error_reply(msg: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(msg.len() + 3);
-    super::error_line(msg, &mut out);
+    super::context::error_line(msg, &mut out);
     out
 }
 
@@ -85,7 +78,7 @@ impl CoreHost<'_> {
 
 impl Host for CoreHost<'_> {
     fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String> {
-        if self.wants_whole {
+        if self.reach.wants_whole {
             return Err(super::cross::RERUN.into());
         }
         let mut buf = Vec::with_capacity(argv.iter().map(|a| a.len()).sum());
@@ -146,6 +139,6 @@ impl Host for CoreHost<'_> {
             Route::AllShards(_) => (0..self.core.count).collect(),
             _ => spec.key_indexes(&args).map(|i| self.core.shard_of(args.get(i))).collect(),
         };
-        super::cross::remote_call(self, spec, argv, &owners, call)
+        super::cross::remote_call(self.core, self.now, &mut self.reach, spec, argv, &owners, call)
     }
 }

@@ -9,129 +9,26 @@
 //! functions.rs: libraries, FUNCTION and FCALL.
 
 mod api;
+pub mod context;
 mod convert;
 pub mod cross;
 pub mod flags;
 pub mod functions;
 pub mod host;
 mod lua;
+mod run;
 mod vm;
 
-use api::RunCtx;
-use convert::ReplyProtocols;
+pub use context::{command_exists, error_line, sha1_hex, CallState, Host, RunOptions, ScriptStatus, NOSCRIPT};
 use lua::*;
+use run::{prepare, push_array, run_function};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::time::Instant;
-
-/// Where a script's commands run.
-pub trait Host {
-    /// Runs one command line of a script, with Redis's checks for script
-    /// commands; returns its reply encoded in RESP3 when `call.resp3`, else
-    /// RESP2, or the text of a rejection ("Unknown Redis command called from
-    /// script"...) that `redis.call` raises as an error.
-    fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String>;
-
-    /// `redis.log`.
-    fn log(&mut self, level: i32, msg: &[u8]) {
-        let level = match level {
-            0 => crate::log::Level::Debug,
-            1 => crate::log::Level::Verbose,
-            2 => crate::log::Level::Notice,
-            _ => crate::log::Level::Warning,
-        };
-        crate::log::log(level, &String::from_utf8_lossy(msg));
-    }
-}
-
-/// What the host must know about the running script, per command.
-#[derive(Default, Debug)]
-pub struct CallState {
-    /// The protocol the script chose with redis.setresp (RESP2 at start).
-    pub resp3: bool,
-    /// EVAL_RO / FCALL_RO, or a script flagged no-writes.
-    pub read_only: bool,
-    /// May touch keys of different slots (scripts without a shebang, or
-    /// flagged allow-cross-slot-keys).
-    pub allow_cross_slot: bool,
-    /// A write command ran.
-    pub write_dirty: bool,
-    /// EVAL rather than FCALL.
-    pub eval_mode: bool,
-    /// The slot of the first keyed command (cluster's cross-slot check).
-    pub slot: Option<u16>,
-    /// The database the script started in (SELECT inside a script changes
-    /// it for the rest of the script).
-    pub db: usize,
-}
-
-/// A core's running script as other cores see it (SCRIPT KILL, FUNCTION
-/// KILL): control path only, written when a script passes the busy
-/// threshold.
-#[derive(Default)]
-pub struct ScriptStatus {
-    /// 0: none past the threshold; 1: an EVAL script; 2: a function.
-    pub running: AtomicU8,
-    /// The busy script has written (it can no longer be killed).
-    pub dirty: AtomicBool,
-    /// Kill requested.
-    pub kill: AtomicBool,
-}
-
-impl ScriptStatus {
-    fn reset(&self) {
-        self.running.store(0, Ordering::Relaxed);
-        self.dirty.store(false, Ordering::Relaxed);
-        self.kill.store(false, Ordering::Relaxed);
-    }
-}
-
-/// How a script is invoked.
-pub struct RunOptions<'a> {
-    pub client_resp3: bool,
-    /// EVAL_RO, EVALSHA_RO, FCALL_RO.
-    pub read_only_command: bool,
-    pub cluster_enabled: bool,
-    pub db: usize,
-    pub busy_threshold_ms: u64,
-    pub status: Option<&'a ScriptStatus>,
-    /// Cluster mode: the slot of the declared keys.
-    pub slot: Option<u16>,
-}
 
 pub struct Script {
     pub body: Vec<u8>,
     pub flags: u32,
-}
-
-/// The SHA1 of a script, in lower-case hex.
-pub fn sha1_hex(body: &[u8]) -> String {
-    sha1_smol::Sha1::from(body).digest().to_string()
-}
-
-/// Whether a command line names a command (`lookupCommand`).
-pub fn command_exists(argv: &[Vec<u8>]) -> bool {
-    let name = &argv[0];
-    match shard::commands::all().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name)) {
-        Some(spec) if !spec.subcommands.is_empty() && argv.len() > 1 => spec.subcommand(&argv[1]).is_some(),
-        Some(_) => true,
-        None => false,
-    }
-}
-
-pub const NOSCRIPT: &[u8] = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
-
-/// A Redis error line from a message that may or may not carry its code.
-pub fn error_line(msg: &str, out: &mut Vec<u8>) {
-    out.push(b'-');
-    if !msg.starts_with('-') {
-        out.extend_from_slice(msg.as_bytes());
-    } else {
-        out.extend_from_slice(&msg.as_bytes()[1..]);
-    }
-    out.extend_from_slice(b"\r\n");
 }
 
 /// The EVAL side of a core: its VM and script cache.
@@ -285,98 +182,6 @@ impl Engine {
     pub fn script_count(&self) -> usize {
         self.scripts.len()
     }
-}
-
-/// `scriptPrepareForRun`'s checks and the run's starting state.
-pub fn prepare(flags: u32, opts: &RunOptions) -> Result<CallState, String> {
-    let compat = flags & flags::EVAL_COMPAT_MODE != 0;
-    if !compat {
-        if flags & flags::NO_CLUSTER != 0 && opts.cluster_enabled {
-            return Err("ERR Can not run script on cluster, 'no-cluster' flag is set.".into());
-        }
-        if flags & flags::NO_WRITES == 0 && opts.read_only_command {
-            return Err("ERR Can not execute a script with write flag using *_ro command.".into());
-        }
-    }
-    Ok(CallState {
-        resp3: false,
-        read_only: opts.read_only_command || (!compat && flags & flags::NO_WRITES != 0),
-        allow_cross_slot: compat || flags & flags::ALLOW_CROSS_SLOT != 0,
-        write_dirty: false,
-        eval_mode: false,
-        slot: opts.slot,
-        db: opts.db,
-    })
-}
-
-unsafe fn push_array(l: *mut lua_State, items: &[&[u8]]) {
-    lua_createtable(l, items.len() as i32, 0);
-    for (j, item) in items.iter().enumerate() {
-        push_bytes(l, item);
-        lua_rawseti(l, -2, j as i32 + 1);
-    }
-}
-
-/// Calls the function on top of the stack (the error handler below it, and
-/// `nargs` arguments above it) and writes its reply (`luaCallFunction`).
-unsafe fn run_function(
-    l: *mut lua_State,
-    host: &mut dyn Host,
-    call: CallState,
-    funcname: String,
-    nargs: i32,
-    opts: &RunOptions,
-    out: &mut Vec<u8>,
-) {
-    let mut ctx = RunCtx {
-        host,
-        call,
-        funcname,
-        repl_flags: 3,
-        started: Instant::now(),
-        busy_threshold_ms: opts.busy_threshold_ms,
-        status: opts.status,
-        timed_out: false,
-    };
-    api::set_run_ctx(l, Some(&mut ctx as *mut RunCtx));
-    let hooked = opts.busy_threshold_ms > 0 && opts.status.is_some();
-    if hooked {
-        lua_sethook(l, Some(api::count_hook), MASKCOUNT, 100_000);
-    }
-    let err = lua_pcall(l, nargs, 1, -2 - nargs);
-    let protocols = ReplyProtocols { client_resp3: opts.client_resp3, script_resp3: ctx.call.resp3 };
-    if err != 0 {
-        if lua_type(l, -1) != TTABLE {
-            let msg = to_bytes(l, -1).map(|m| String::from_utf8_lossy(&m[..m.len().min(100)]).into_owned());
-            let msg = msg.unwrap_or_else(|| "execution failure".into());
-            error_line(&format!("ERR Error running script {}, {} ", ctx.funcname, msg), out);
-        } else {
-            let info = api::error_info(l);
-            let mut line = info.msg;
-            if let (Some(source), Some(number)) = (info.source, info.line) {
-                line.extend_from_slice(format!(" script: {}, on ", ctx.funcname).as_bytes());
-                line.extend_from_slice(&source);
-                line.push(b':');
-                line.extend_from_slice(&number);
-                line.push(b'.');
-            }
-            out.push(b'-');
-            out.extend(line.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
-            out.extend_from_slice(b"\r\n");
-        }
-        pop(l, 1);
-    } else {
-        convert::write_reply(l, &protocols, out);
-    }
-    if hooked {
-        lua_sethook(l, None, 0, 0);
-    }
-    if ctx.timed_out {
-        if let Some(status) = opts.status {
-            status.reset();
-        }
-    }
-    api::set_run_ctx(l, None);
 }
 
 #[cfg(test)]

@@ -1,0 +1,108 @@
+//! What the engine and its host share: the `Host` trait, a run's state and
+//! options, a core's running-script status, and small helpers (sha1, error
+//! lines). A leaf: it imports nothing of the engine.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+/// Where a script's commands run.
+pub trait Host {
+    /// Runs one command line of a script, with Redis's checks for script
+    /// commands; returns its reply encoded in RESP3 when `call.resp3`, else
+    /// RESP2, or the text of a rejection ("Unknown Redis command called from
+    /// script"...) that `redis.call` raises as an error.
+    fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String>;
+
+    /// `redis.log`.
+    fn log(&mut self, level: i32, msg: &[u8]) {
+        let level = match level {
+            0 => crate::log::Level::Debug,
+            1 => crate::log::Level::Verbose,
+            2 => crate::log::Level::Notice,
+            _ => crate::log::Level::Warning,
+        };
+        crate::log::log(level, &String::from_utf8_lossy(msg));
+    }
+}
+
+/// What the host must know about the running script, per command.
+#[derive(Default, Debug)]
+pub struct CallState {
+    /// The protocol the script chose with redis.setresp (RESP2 at start).
+    pub resp3: bool,
+    /// EVAL_RO / FCALL_RO, or a script flagged no-writes.
+    pub read_only: bool,
+    /// May touch keys of different slots (scripts without a shebang, or
+    /// flagged allow-cross-slot-keys).
+    pub allow_cross_slot: bool,
+    /// A write command ran.
+    pub write_dirty: bool,
+    /// EVAL rather than FCALL.
+    pub eval_mode: bool,
+    /// The slot of the first keyed command (cluster's cross-slot check).
+    pub slot: Option<u16>,
+    /// The database the script started in (SELECT inside a script changes
+    /// it for the rest of the script).
+    pub db: usize,
+}
+
+/// A core's running script as other cores see it (SCRIPT KILL, FUNCTION
+/// KILL): control path only, written when a script passes the busy
+/// threshold.
+#[derive(Default)]
+pub struct ScriptStatus {
+    /// 0: none past the threshold; 1: an EVAL script; 2: a function.
+    pub running: AtomicU8,
+    /// The busy script has written (it can no longer be killed).
+    pub dirty: AtomicBool,
+    /// Kill requested.
+    pub kill: AtomicBool,
+}
+
+impl ScriptStatus {
+    pub(crate) fn reset(&self) {
+        self.running.store(0, Ordering::Relaxed);
+        self.dirty.store(false, Ordering::Relaxed);
+        self.kill.store(false, Ordering::Relaxed);
+    }
+}
+
+/// How a script is invoked.
+pub struct RunOptions<'a> {
+    pub client_resp3: bool,
+    /// EVAL_RO, EVALSHA_RO, FCALL_RO.
+    pub read_only_command: bool,
+    pub cluster_enabled: bool,
+    pub db: usize,
+    pub busy_threshold_ms: u64,
+    pub status: Option<&'a ScriptStatus>,
+    /// Cluster mode: the slot of the declared keys.
+    pub slot: Option<u16>,
+}
+
+/// The SHA1 of a script, in lower-case hex.
+pub fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+/// Whether a command line names a command (`lookupCommand`).
+pub fn command_exists(argv: &[Vec<u8>]) -> bool {
+    let name = &argv[0];
+    match shard::commands::all().find(|c| c.name.as_bytes().eq_ignore_ascii_case(name)) {
+        Some(spec) if !spec.subcommands.is_empty() && argv.len() > 1 => spec.subcommand(&argv[1]).is_some(),
+        Some(_) => true,
+        None => false,
+    }
+}
+
+pub const NOSCRIPT: &[u8] = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
+
+/// A Redis error line from a message that may or may not carry its code.
+pub fn error_line(msg: &str, out: &mut Vec<u8>) {
+    out.push(b'-');
+    if !msg.starts_with('-') {
+        out.extend_from_slice(msg.as_bytes());
+    } else {
+        out.extend_from_slice(&msg.as_bytes()[1..]);
+    }
+    out.extend_from_slice(b"\r\n");
+}
