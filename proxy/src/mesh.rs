@@ -12,7 +12,7 @@
 //! does with a request (`coordinator::serve` executes them).
 
 use crate::blocking::request::BlockRequest;
-use crate::coordinator::locks::UnitId;
+use crate::coordinator::locks::{DbKey, UnitId};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
 use shard::{Args, CommandSpec};
 use slab::Slab;
@@ -41,6 +41,10 @@ pub struct Batch {
     /// The coordinator unit these commands belong to: its locks do not stop
     /// them.
     pub unit: Option<UnitId>,
+    /// Locks `unit` takes here before the commands run (keys, whole shard):
+    /// the last shard of a unit is locked by its first batch, saving a
+    /// round trip.
+    pub lock: Option<(Vec<DbKey>, bool)>,
 }
 
 impl Batch {
@@ -106,6 +110,9 @@ pub enum Request<C> {
     Block(Box<BlockRequest>),
     /// Withdraw a waiter (sent without a ticket).
     Unblock(u64),
+    /// A coordinator unit lets go of its locks here (sent without a
+    /// ticket); `true`: its keys count as changed for WATCH.
+    Release(UnitId, bool),
 }
 
 pub enum Response {

@@ -5,6 +5,7 @@
 //! remote replies are in. One batch per destination core per read.
 
 use crate::coordinator::locks::UnitId;
+use crate::coordinator::unit::LastShard;
 use crate::core::{Core, CoreStats};
 use crate::mesh::{Batch, BatchReply, Request, Response};
 use crate::resp::skip_value;
@@ -40,6 +41,8 @@ pub struct Pipeline {
     /// The coordinator unit the connection is running, if any: its batches
     /// pass its own locks.
     pub unit: Option<UnitId>,
+    /// The unit's last shard, still to be locked by its first batch there.
+    pub lock_with: Option<LastShard>,
 }
 
 const SHARD_LOST: &[u8] = b"-ERR shard unavailable (server shutting down)\r\n";
@@ -55,6 +58,7 @@ impl Pipeline {
             outgoing: (0..shards).map(|_| Batch::default()).collect(),
             ranges: Vec::new(),
             unit: None,
+            lock_with: None,
         }
     }
 
@@ -140,6 +144,9 @@ impl Pipeline {
             if !self.outgoing[shard].is_empty() {
                 let mut batch = std::mem::take(&mut self.outgoing[shard]);
                 batch.unit = self.unit;
+                if self.lock_with.as_ref().is_some_and(|(s, ..)| *s == shard) {
+                    batch.lock = self.lock_with.take().map(|(_, keys, whole)| (keys, whole));
+                }
                 CoreStats::add(&core.stats.hops_sent, 1);
                 CoreStats::add(&core.stats.remote_commands, batch.ops.len() as u64);
                 tickets.push((shard, core.mesh.send(shard, Request::Batch(batch)).await));

@@ -79,11 +79,21 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
         let mut footprint = footprint_of(&conn.core, spec, conn.state.db, &args);
         footprint.whole = matches!(spec.route, shard::Route::AllShards(_));
         if footprint.keys.len() > 1 || footprint.whole {
-            let unit = Unit::acquire(&conn.core, &footprint).await;
+            // Split commands only send batches: the last shard's locks can
+            // travel with its batch.
+            let unit = match spec.route {
+                shard::Route::SplitKeys(_) | shard::Route::AllShards(_) => {
+                    let (unit, last) = Unit::acquire_but_last(&conn.core, &footprint).await;
+                    conn.pipeline.lock_with = last;
+                    unit
+                }
+                _ => Unit::acquire(&conn.core, &footprint).await,
+            };
             conn.pipeline.unit = Some(unit.id);
             let blocked = run_deferred_command(conn, spec, args).await;
             conn.pipeline.flush(&conn.core).await;
             conn.pipeline.unit = None;
+            conn.pipeline.lock_with = None;
             let touch =
                 spec.has_flag(shard::commands::flags::WRITE) && !matches!(spec.route, shard::Route::SplitKeys(_));
             unit.release_touching(touch).await;

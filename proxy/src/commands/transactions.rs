@@ -223,6 +223,13 @@ pub async fn exec_begin(conn: &mut Connection, args: Args<'_>) -> Option<Exec> {
         let core = conn.core.clone();
         wait_until_free(&core, &f).await;
         None
+    } else if only_batches(&q) && !watches_last_shard(conn, &f) {
+        // Its commands reach other shards only in batches: the last shard's
+        // locks travel with the first batch there.
+        let (unit, last) = Unit::acquire_but_last(&conn.core, &f).await;
+        conn.pipeline.lock_with = last;
+        conn.pipeline.unit = Some(unit.id);
+        Some(unit)
     } else {
         let unit = Unit::acquire(&conn.core, &f).await;
         conn.pipeline.unit = Some(unit.id);
@@ -236,11 +243,24 @@ pub async fn exec_begin(conn: &mut Connection, args: Args<'_>) -> Option<Exec> {
     Some(Exec { queued: Some(q), unit })
 }
 
+/// WATCH must look at the unit's last shard before anything runs there.
+fn watches_last_shard(conn: &Connection, f: &Footprint) -> bool {
+    let last = f.shards(conn.core.count).last().copied();
+    conn.state.watched.iter().any(|w| Some(w.0) == last)
+}
+
+/// No command of the transaction runs in phases or calls into other cores
+/// itself: what goes to other shards goes in batches.
+fn only_batches(q: &Queued) -> bool {
+    q.commands.iter().all(|(spec, ..)| !matches!(spec.route, Route::Proxy) || is_connection_command(spec))
+}
+
 /// After the queued commands: every reply in, the unit released, the
 /// watches forgotten.
 pub async fn exec_end(conn: &mut Connection, exec: Exec) {
     conn.pipeline.flush(&conn.core).await;
     conn.pipeline.unit = None;
+    conn.pipeline.lock_with = None;
     if let Some(unit) = exec.unit {
         unit.release().await;
     }

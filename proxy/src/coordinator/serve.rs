@@ -2,7 +2,8 @@
 //! executed here (a batch, a closure, a task, a blocking pop) and answered
 //! once what it wrote is durable.
 
-use super::unit::wait_for_release;
+use super::locks::until;
+use super::unit::{release_here, wait_for_release};
 use crate::core::Core;
 use crate::mesh::{BatchReply, Envelope, Request, Response};
 use crate::persistence::aof::durable::durable;
@@ -23,12 +24,19 @@ pub fn serve(
                 let body = match env.body {
                     Request::Batch(batch) => {
                         let mut reply = BatchReply::for_batch(&batch);
-                        if !core.execute_batch(&batch, &mut reply) {
+                        let locked = match (&batch.lock, batch.unit) {
+                            (Some((keys, whole)), Some(unit)) => core.locks.borrow_mut().try_lock(unit, keys, *whole),
+                            _ => true,
+                        };
+                        if !locked || !core.execute_batch(&batch, &mut reply) {
                             // Held by a unit: finish once it lets go, while
                             // this channel keeps draining (the release may be
                             // behind us on it).
                             let (me, ticket) = (core.clone(), env.ticket);
                             glommio::spawn_local(async move {
+                                if let (false, Some((keys, whole)), Some(unit)) = (locked, &batch.lock, batch.unit) {
+                                    until(&me.locks, |t| !t.try_lock(unit, keys, *whole)).await;
+                                }
                                 while !me.execute_batch(&batch, &mut reply) {
                                     wait_for_release(&me).await;
                                 }
@@ -60,6 +68,10 @@ pub fn serve(
                     },
                     Request::Unblock(id) => {
                         core.unblock(id);
+                        continue;
+                    }
+                    Request::Release(unit, touch) => {
+                        release_here(&core, unit, touch);
                         continue;
                     }
                 };

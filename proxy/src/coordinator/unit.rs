@@ -6,12 +6,16 @@
 
 use super::locks::{until, DbKey, UnitId};
 use crate::core::Core;
-use crate::mesh::{CallFn, Request, Response, TaskFn};
+use crate::mesh::{Request, Response, TaskFn};
 use shard::{Args, CommandSpec};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
+
+/// The last shard of a unit, locked by the unit's first batch there:
+/// (shard, keys, whole).
+pub type LastShard = (usize, Vec<DbKey>, bool);
 
 /// What a unit locks: keys per shard (db, key), or every shard whole.
 #[derive(Default)]
@@ -31,7 +35,7 @@ impl Footprint {
     }
 
     /// The shards touched, in locking order.
-    fn shards(&self, count: usize) -> Vec<usize> {
+    pub fn shards(&self, count: usize) -> Vec<usize> {
         if self.whole {
             return (0..count).collect();
         }
@@ -55,10 +59,14 @@ impl Unit {
     /// Takes every lock of `footprint`, one shard after the other in shard
     /// order (one mesh round trip per other shard).
     pub async fn acquire(core: &Rc<Core>, footprint: &Footprint) -> Unit {
+        Unit::acquire_shards(core, footprint, &footprint.shards(core.count)).await
+    }
+
+    /// Takes the locks of `footprint` on `shards`, in that order.
+    async fn acquire_shards(core: &Rc<Core>, footprint: &Footprint, shards: &[usize]) -> Unit {
         let id = core.locks.borrow_mut().new_unit(core.index);
-        let shards = footprint.shards(core.count);
         let mut unit = Unit { core: core.clone(), id, shards: Vec::with_capacity(shards.len()) };
-        for shard in shards {
+        for &shard in shards {
             let (keys, whole) = (footprint.keys_on(shard), footprint.whole);
             if shard == core.index {
                 lock_here(core.clone(), id, keys, whole).await;
@@ -78,6 +86,22 @@ impl Unit {
         unit
     }
 
+    /// Like `acquire`, but when the last shard in locking order is another
+    /// core's, its locks are left for the unit's first batch to take there
+    /// (`Batch::lock`, via `Pipeline::lock_with`): for units whose only
+    /// traffic to that shard is batches, it saves a round trip.
+    pub async fn acquire_but_last(core: &Rc<Core>, footprint: &Footprint) -> (Unit, Option<LastShard>) {
+        let shards = footprint.shards(core.count);
+        match shards.split_last() {
+            Some((&last, rest)) if last != core.index => {
+                let mut unit = Unit::acquire_shards(core, footprint, rest).await;
+                unit.shards.push(last);
+                (unit, Some((last, footprint.keys_on(last), footprint.whole)))
+            }
+            _ => (Unit::acquire(core, footprint).await, None),
+        }
+    }
+
     /// Releases every lock (the unit's work on each shard is done: its
     /// replies are in, and the release travels behind it on each channel).
     pub async fn release(self) {
@@ -92,12 +116,7 @@ impl Unit {
             if shard == self.core.index {
                 release_here(&self.core, self.id, touch);
             } else {
-                let id = self.id;
-                let release: CallFn<Core> = Box::new(move |c| {
-                    release_here(c, id, touch);
-                    Box::new(())
-                });
-                self.core.mesh.post(shard, Request::Call(release)).await;
+                self.core.mesh.post(shard, Request::Release(self.id, touch)).await;
             }
         }
     }
@@ -121,7 +140,7 @@ async fn lock_here(core: Rc<Core>, id: UnitId, keys: Vec<DbKey>, whole: bool) {
 
 /// Lets go of `id`'s locks on this core; clients blocked on those keys get
 /// their chance now (a push inside the unit did not serve them).
-fn release_here(core: &Rc<Core>, id: UnitId, touch: bool) {
+pub fn release_here(core: &Rc<Core>, id: UnitId, touch: bool) {
     let keys = core.locks.borrow_mut().release(id);
     let mut shard = core.shard.borrow_mut();
     for (db, key) in &keys {
