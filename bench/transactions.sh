@@ -21,6 +21,9 @@
 # the client on CPU 1 for both (so it competes with one corekv shard):
 # compare CPU per transaction there, not throughput.
 # COREKV / BENCH pick the binaries (default target/release/, built).
+# BASELINE=path/to/an/older/corekv adds a table: the 2-shard MSET/MGET rows
+# on that binary vs this one, alternating in the same run (what atomicity
+# costs over a plain split).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -48,6 +51,7 @@ start() { # name cpus args...
 start redis 0 redis-server --save '' --appendonly no
 start one 0 "$corekv" --shards 1 --cpus 0 --save ''
 start two 0,1 "$corekv" --shards 2 --cpus 0,1 --save ''
+[[ -z ${BASELINE:-} ]] || start base 0,1 "$BASELINE" --shards 2 --cpus 0,1 --save ''
 
 incr1='return redis.call("INCR", KEYS[1])'
 incr2='redis.call("INCR", KEYS[1]) return redis.call("INCR", KEYS[2])'
@@ -99,3 +103,20 @@ row "MULTI; 3 × INCR; EXEC (2 shards)" two "MULTI; INCR __key__; INCR b__key__;
 row "EVALSHA INCR × 2, 2 keys (2 shards)" two "EVALSHA $sha2 2 __key__ b__key__"
 row "MSET, 2 keys (2 shards)" two "MSET __key__ 1 b__key__ 2"
 row "MGET, 2 keys (2 shards)" two "MGET __key__ b__key__"
+
+[[ -n ${BASELINE:-} ]] || exit 0
+echo
+echo "| 2 shards | baseline tx/s | corekv tx/s | baseline CPU µs/tx | corekv CPU µs/tx | corekv/baseline CPU |"
+echo "|---|---|---|---|---|---|"
+for command in "MSET __key__ 1 b__key__ 2" "MGET __key__ b__key__"; do
+  bt=() bc=() nt=() nc=()
+  for _ in $(seq "$rounds"); do
+    read -r r c < <(run "${pid[base]}" "${port[base]}" "$command")
+    bt+=("$r") bc+=("$c")
+    read -r r c < <(run "${pid[two]}" "${port[two]}" "$command")
+    nt+=("$r") nc+=("$c")
+  done
+  awk -v l="${command%% *}" -v bt="$(printf '%s\n' "${bt[@]}" | median)" -v nt="$(printf '%s\n' "${nt[@]}" | median)" \
+    -v bc="$(printf '%s\n' "${bc[@]}" | median)" -v nc="$(printf '%s\n' "${nc[@]}" | median)" \
+    'BEGIN { printf "| %s | %.0f | %.0f | %.2f | %.2f | %.2f |\n", l, bt, nt, bc, nc, nc / bc }'
+done
