@@ -203,3 +203,29 @@ fn function_dump_moves_between_redis_and_corekv() {
     );
     assert_eq!(k.cmd(&[b"FUNCTION", b"RESTORE", &payload, b"FLUSH"]), Value::Simple(b"OK".to_vec()));
 }
+
+#[test]
+fn other_cores_answer_busy_while_a_script_runs_too_long() {
+    let server = Server::start(&["--shards", "2", "--busy-reply-threshold", "100"]);
+    let busy = Value::Error(
+        b"BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.".to_vec(),
+    );
+    let mut runner = server.raw();
+    runner.send(&Raw::encode(&[b"EVAL", b"#!lua flags=no-writes\nwhile true do end", b"0"]));
+    std::thread::sleep(Duration::from_millis(400));
+    // Connections on the other core are refused at once, as Redis refuses
+    // every client; those on the script's core wait for it.
+    let mut others: Vec<Raw> = (0..12).map(|_| server.raw()).collect();
+    assert_eq!(first_answer(&mut others, &[b"GET", b"k"], Duration::from_secs(2)), Some(busy.clone()));
+    let mut others: Vec<Raw> = (0..12).map(|_| server.raw()).collect();
+    assert_eq!(first_answer(&mut others, &[b"PING"], Duration::from_secs(2)), Some(busy));
+    let mut killers: Vec<Raw> = (0..12).map(|_| server.raw()).collect();
+    assert_eq!(
+        first_answer(&mut killers, &[b"SCRIPT", b"KILL"], Duration::from_secs(2)),
+        Some(Value::Simple(b"OK".to_vec()))
+    );
+    runner.stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert!(matches!(runner.read(), Some(Value::Error(_))), "the killed script answers with an error");
+    let mut c = server.raw();
+    assert_eq!(c.cmd(&[b"GET", b"k"]), Value::Nil);
+}

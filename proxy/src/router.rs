@@ -66,6 +66,41 @@ impl Connection {
         transactions::exec_end(self, exec).await;
     }
 
+    /// While a script on any core runs past `busy-reply-threshold`, Redis's
+    /// BUSY for every command but the few it allows (`CMD_ALLOW_BUSY`).
+    fn busy_refusal(&self, spec: &shard::CommandSpec) -> Option<&'static str> {
+        use crate::scripting::context::BUSY_SCRIPTS;
+        use std::sync::atomic::Ordering::Relaxed;
+        if BUSY_SCRIPTS.load(Relaxed) == 0 {
+            return None;
+        }
+        let allowed = matches!(
+            spec.name,
+            "auth"
+                | "discard"
+                | "function|kill"
+                | "function|stats"
+                | "hello"
+                | "multi"
+                | "quit"
+                | "reset"
+                | "script|kill"
+                | "shutdown"
+                | "unwatch"
+                | "watch"
+        );
+        let busy = self.core.process.scripts.iter().map(|s| s.running.load(Relaxed)).find(|&r| r != 0)?;
+        match (allowed, busy) {
+            (true, _) => None,
+            (false, 1) => {
+                Some("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+            }
+            (false, _) => {
+                Some("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.")
+            }
+        }
+    }
+
     /// Routes one command. Returns the work that must wait for earlier
     /// replies (multi-phase and server-wide commands).
     pub(crate) fn handle(&mut self, args: Args) -> Option<Deferred> {
@@ -124,6 +159,10 @@ impl Connection {
             if let Some(q) = &mut self.state.multi {
                 q.failed = true;
             }
+            return None;
+        }
+        if let Some(busy) = self.busy_refusal(spec) {
+            self.reject(busy);
             return None;
         }
         if self.state.multi.is_some() && matches!(spec.name, "shutdown" | "save" | "sync" | "psync") {

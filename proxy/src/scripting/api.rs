@@ -364,7 +364,7 @@ impl RunCtx<'_> {
             self.timed_out = true;
             status.kill.store(false, Relaxed);
             status.dirty.store(self.call.write_dirty, Relaxed);
-            status.running.store(if self.call.eval_mode { 1 } else { 2 }, Relaxed);
+            status.set_busy(if self.call.eval_mode { 1 } else { 2 });
             crate::log::warning(&format!(
                 "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the {} command. Script name is: {}.",
                 self.started.elapsed().as_millis(),

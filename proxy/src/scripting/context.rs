@@ -58,9 +58,23 @@ pub struct ScriptStatus {
     pub kill: AtomicBool,
 }
 
+/// Scripts past `busy-reply-threshold` on all cores: while any is, every
+/// core refuses what Redis refuses during a busy script (one relaxed load
+/// per command otherwise).
+pub static BUSY_SCRIPTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl ScriptStatus {
+    /// The script on this core became busy (1: EVAL, 2: a function).
+    pub(crate) fn set_busy(&self, kind: u8) {
+        if self.running.swap(kind, Ordering::Relaxed) == 0 {
+            BUSY_SCRIPTS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub(crate) fn reset(&self) {
-        self.running.store(0, Ordering::Relaxed);
+        if self.running.swap(0, Ordering::Relaxed) != 0 {
+            BUSY_SCRIPTS.fetch_sub(1, Ordering::Relaxed);
+        }
         self.dirty.store(false, Ordering::Relaxed);
         self.kill.store(false, Ordering::Relaxed);
     }
