@@ -30,7 +30,7 @@ pub struct WrongType;
 pub type ReadKey<T> = fn(&mut Shard, usize, &[u8], u64) -> Result<Option<T>, WrongType>;
 
 /// Keys bound for one shard, with their positions in the request.
-type ShardKeys = (usize, Vec<(usize, Vec<u8>)>);
+pub type ShardKeys = (usize, Vec<(usize, Vec<u8>)>);
 
 /// What `read` found at every key (`None`: missing), in key order; fails
 /// with WRONGTYPE if any key holds another type, as Redis does before
@@ -81,4 +81,19 @@ pub async fn gather<T: Send + 'static>(
         return Err(Failed::WrongType);
     }
     Ok(out)
+}
+
+/// Keys (with their argument positions) from argument `first` on, grouped
+/// by owning shard.
+pub fn keys_by_shard(conn: &Connection, args: &shard::Args, first: usize) -> Vec<ShardKeys> {
+    let mut groups: Vec<ShardKeys> = Vec::new();
+    for (pos, key) in args.iter().enumerate().skip(first) {
+        let shard = conn.core.shard_of(key);
+        let entry = (pos, key.to_vec());
+        match groups.iter_mut().find(|(s, _)| *s == shard) {
+            Some(g) => g.1.push(entry),
+            None => groups.push((shard, vec![entry])),
+        }
+    }
+    groups
 }

@@ -3,20 +3,21 @@
 //! several phases or every shard. One file per family; this file is the
 //! dispatcher (only it names the families; they share `reply.rs`).
 
-mod bits;
+mod bitmap;
 mod cluster;
 mod connection;
 mod gather;
+mod hyperloglog;
 mod introspection;
-mod keyspace;
-mod lists;
+mod keys;
+mod list;
 mod persistence;
 pub mod reply;
 mod scripting;
 mod server;
-mod sets;
+mod set;
 pub mod transactions;
-mod zsets;
+mod zset;
 
 use crate::blocking::BlockWait;
 use crate::coordinator::{footprint_of, Unit};
@@ -138,11 +139,11 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         _ => {}
     }
     match spec.name {
-        "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => return lists::blocking(conn, spec.name, args).await,
-        "bzpopmin" | "bzpopmax" | "bzmpop" => return zsets::blocking(conn, spec.name, args).await,
-        "lmove" => lists::lmove(conn, args, false).await,
-        "rpoplpush" => lists::lmove(conn, args, true).await,
-        "lmpop" => lists::lmpop(conn, args).await,
+        "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => return list::blocking(conn, spec.name, args).await,
+        "bzpopmin" | "bzpopmax" | "bzmpop" => return zset::blocking(conn, spec.name, args).await,
+        "lmove" => list::lmove(conn, args, false).await,
+        "rpoplpush" => list::lmove(conn, args, true).await,
+        "lmpop" => list::lmpop(conn, args).await,
         "info" => server::info(conn, args).await,
         "discard" => transactions::discard(conn).await,
         "watch" => transactions::watch(conn, args).await,
@@ -159,29 +160,29 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "lastsave" => persistence::lastsave(conn),
         "client|list" => connection::client_list(conn, args).await,
         "client|kill" => connection::client_kill(conn, args).await,
-        "scan" => keyspace::scan(conn, args).await,
+        "scan" => keys::scan(conn, args).await,
         "cluster|countkeysinslot" | "cluster|getkeysinslot" => cluster::keys_in_slot(conn, spec, args).await,
         "cluster|reload" => cluster::reload(conn).await,
-        "randomkey" => keyspace::randomkey(conn).await,
-        "msetnx" => keyspace::msetnx(conn, args).await,
-        "rename" | "renamenx" => keyspace::rename(conn, args, spec.name == "renamenx").await,
-        "copy" => keyspace::copy(conn, args).await,
+        "randomkey" => keys::randomkey(conn).await,
+        "msetnx" => keys::msetnx(conn, args).await,
+        "rename" | "renamenx" => keys::rename(conn, args, spec.name == "renamenx").await,
+        "copy" => keys::copy(conn, args).await,
         "zunion" | "zinter" | "zdiff" | "zintercard" | "zunionstore" | "zinterstore" | "zdiffstore" => {
-            zsets::setop(conn, spec, args).await
+            zset::setop(conn, spec, args).await
         }
-        "zrangestore" => zsets::rangestore(conn, args).await,
-        "zmpop" => zsets::mpop(conn, args).await,
-        "bitop" => bits::bitop(conn, args).await,
-        "pfcount" => bits::pfcount(conn, args).await,
-        "pfmerge" => bits::pfmerge(conn, args).await,
-        "sinter" => sets::op(conn, args, Op::Inter).await,
-        "sunion" => sets::op(conn, args, Op::Union).await,
-        "sdiff" => sets::op(conn, args, Op::Diff).await,
-        "sinterstore" => sets::store(conn, args, Op::Inter).await,
-        "sunionstore" => sets::store(conn, args, Op::Union).await,
-        "sdiffstore" => sets::store(conn, args, Op::Diff).await,
-        "sintercard" => sets::sintercard(conn, args).await,
-        "smove" => sets::smove(conn, args).await,
+        "zrangestore" => zset::rangestore(conn, args).await,
+        "zmpop" => zset::mpop(conn, args).await,
+        "bitop" => bitmap::bitop(conn, args).await,
+        "pfcount" => hyperloglog::pfcount(conn, args).await,
+        "pfmerge" => hyperloglog::pfmerge(conn, args).await,
+        "sinter" => set::op(conn, args, Op::Inter).await,
+        "sunion" => set::op(conn, args, Op::Union).await,
+        "sdiff" => set::op(conn, args, Op::Diff).await,
+        "sinterstore" => set::store(conn, args, Op::Inter).await,
+        "sunionstore" => set::store(conn, args, Op::Union).await,
+        "sdiffstore" => set::store(conn, args, Op::Diff).await,
+        "sintercard" => set::sintercard(conn, args).await,
+        "smove" => set::smove(conn, args).await,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
             scripting::run_deferred(conn, spec, args).await
         }

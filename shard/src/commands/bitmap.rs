@@ -2,7 +2,8 @@
 //! Bitmaps are plain strings; bit 0 is the most significant bit of byte 0.
 //! A write makes the string "raw" and zero-pads it, as Redis's
 //! lookupStringForBitCommand does. BITOP over keys of several shards runs in
-//! the proxy with [`BitOp`], [`bitop_fold`] and [`store_bitop`].
+//! proxy/src/commands/bitmap.rs with [`BitOp`], [`bitop_fold`] and
+//! [`store_bitop`].
 
 use super::prelude::*;
 use super::Ctx;

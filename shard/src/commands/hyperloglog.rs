@@ -1,7 +1,8 @@
 //! HyperLogLog commands: PFADD PFCOUNT PFMERGE. HLLs are plain strings
 //! (TYPE string, encoding raw) in Redis's representation (types/hll.rs).
-//! The proxy runs multi-key PFCOUNT/PFMERGE over several shards with
-//! [`gather`] on each owner and [`store_merged`] on the destination's.
+//! proxy/src/commands/hyperloglog.rs runs multi-key PFCOUNT/PFMERGE over
+//! several shards with [`gather`] on each owner and [`store_merged`] on the
+//! destination's.
 
 use super::prelude::*;
 use super::Ctx;

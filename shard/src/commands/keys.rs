@@ -1,4 +1,6 @@
 //! Keyspace commands: existence, deletion, expiry, renaming, introspection.
+//! SCAN, RANDOMKEY and RENAME/COPY/MSETNX over several shards:
+//! proxy/src/commands/keys.rs.
 
 use super::prelude::*;
 use super::Ctx;

@@ -1,5 +1,6 @@
 //! List commands. LMOVE/RPOPLPUSH/LMPOP run here when their keys share this
-//! shard; the proxy moves elements between shards otherwise. The blocking
+//! shard; proxy/src/commands/list.rs moves elements between shards
+//! otherwise. The blocking
 //! commands are the proxy's (`proxy::blocking`), built on the `try_*`
 //! functions below, which either serve a pop or report "nothing yet".
 

@@ -1,6 +1,6 @@
 //! Set commands. Multi-key operations run here when every key lives on
-//! this shard; the proxy gathers the sets over the mesh otherwise and uses
-//! the same `reply_op`/`store_op`/`inter_card` on what it gathered.
+//! this shard; over several shards proxy/src/commands/set.rs gathers the
+//! sets and uses the same `reply_op`/`store_op`/`inter_card` on them.
 
 use super::aggregate::{
     distinct_random, empty_scan, parse_cursor, parse_random_count, parse_scan_opts, rng, MAX_REPEATS,

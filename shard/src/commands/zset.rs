@@ -1,6 +1,7 @@
 //! Sorted-set commands: ZADD and the single-key reads and writes. Ranges
 //! live in `zset/range.rs`, union/intersection/difference in
-//! `zset/setop.rs`, pops, random members and ZSCAN in `zset/pop.rs`.
+//! `zset/setop.rs`, pops, random members and ZSCAN in `zset/pop.rs`; over
+//! several shards: proxy/src/commands/zset.rs.
 
 pub mod pop;
 pub mod range;

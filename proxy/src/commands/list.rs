@@ -1,5 +1,7 @@
-//! List commands whose keys span shards (LMOVE, RPOPLPUSH, LMPOP) and the
-//! blocking pops, which wait through `crate::blocking`.
+//! List commands whose keys span shards (LMOVE, RPOPLPUSH, LMPOP, each one
+//! coordinator unit) and the blocking pops, which wait through
+//! `crate::blocking`. One shard, and every other list command:
+//! shard/src/commands/list.rs.
 
 use super::reply::reply;
 use crate::blocking::{put_logged, BlockOp, BlockWait};

@@ -1,6 +1,7 @@
 //! Keyspace commands that span shards: SCAN (its cursor walks every shard),
 //! RANDOMKEY, and MSETNX/RENAME/COPY when their keys live on different
-//! shards (two phases over the mesh).
+//! shards (two phases over the mesh, inside one coordinator unit). One
+//! shard, and every other keyspace command: shard/src/commands/keys.rs.
 
 use super::reply::reply;
 use crate::coordinator::dispatch::{call, call_all};
@@ -148,9 +149,9 @@ fn pairs_by_shard(conn: &Connection, args: &Args) -> Vec<ShardPairs> {
 }
 
 /// MSETNX over several shards: first every shard checks that none of its
-/// keys exist, then every shard sets its keys. All or nothing is kept; a key
-/// created by another client between the two phases is overwritten (the
-/// phases are not one atomic step across cores).
+/// keys exist, then every shard sets its keys. The coordinator unit holding
+/// every key makes the two phases one step: no other client creates a key
+/// in between, so the key set is granted once.
 pub async fn msetnx(conn: &mut Connection, args: Args<'_>) {
     let db = conn.state.db;
     let groups = pairs_by_shard(conn, &args);

@@ -3,8 +3,8 @@
 //! key is on one shard they run there as usual (the table counts `numkeys`
 //! keys); otherwise the sets are copied from their owners over the mesh,
 //! combined here with the shard's own code, and a STORE result is saved on
-//! the destination's owner. As with
-//! cross-shard RENAME, the phases are not one atomic step across cores.
+//! the destination's owner, all inside one coordinator unit (atomic). One
+//! shard, and every other sorted-set command: shard/src/commands/zset.rs.
 
 use super::gather::{fail, gather, WrongType, LOST};
 use super::reply::reply;

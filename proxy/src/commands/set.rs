@@ -2,8 +2,8 @@
 //! their STORE forms, SINTERCARD and SMOVE. The member sets are gathered
 //! from their owners over the mesh (one call per owning shard), combined
 //! here with the shard's own set algebra, and a STORE result is saved on
-//! the destination's owner. The phases are not one atomic step across
-//! cores (as with cross-shard RENAME).
+//! the destination's owner, all inside one coordinator unit (atomic). One
+//! shard, and every other set command: shard/src/commands/set.rs.
 
 use super::gather::{fail, gather, WrongType, LOST};
 use super::reply::reply;

@@ -1,82 +1,15 @@
-//! Bitmap and HyperLogLog commands whose keys live on several shards. BITOP
-//! reads its operands on their owners, computes here and stores the result
-//! on the destination's owner; PFCOUNT and PFMERGE merge registers on each
-//! owner and combine them here. Single-shard forms run on the owner.
+//! PFCOUNT and PFMERGE over keys of several shards, as one coordinator
+//! unit: registers are merged on each owner ([`gather`]) and combined here;
+//! PFMERGE stores on the destination's owner ([`store_merged`]). One shard,
+//! and PFADD: shard/src/commands/hyperloglog.rs.
 
+use super::gather::{keys_by_shard, LOST as UNAVAILABLE};
 use super::reply::reply;
 use crate::coordinator::dispatch::call;
 use crate::session::Connection;
-use shard::commands::bitmap::{bitop_fold, read_operand, store_bitop, BitOp, BITOP_NOT_KEYS};
 use shard::commands::hyperloglog::{gather, store_merged};
-use shard::reply::errors::SYNTAX;
 use shard::types::hll::{count_registers, REGISTERS};
 use shard::Args;
-
-const UNAVAILABLE: &str = "ERR shard unavailable (server shutting down)";
-
-/// Keys (with their argument positions) from argument `first` on, grouped
-/// by owning shard.
-type ShardKeys = (usize, Vec<(usize, Vec<u8>)>);
-
-fn keys_by_shard(conn: &Connection, args: &Args, first: usize) -> Vec<ShardKeys> {
-    let mut groups: Vec<ShardKeys> = Vec::new();
-    for (pos, key) in args.iter().enumerate().skip(first) {
-        let shard = conn.core.shard_of(key);
-        let entry = (pos, key.to_vec());
-        match groups.iter_mut().find(|(s, _)| *s == shard) {
-            Some(g) => g.1.push(entry),
-            None => groups.push((shard, vec![entry])),
-        }
-    }
-    groups
-}
-
-pub async fn bitop(conn: &mut Connection, args: Args<'_>) {
-    let Some(op) = BitOp::parse(args.get(1)) else {
-        return conn.error(SYNTAX);
-    };
-    if op == BitOp::Not && args.len() != 4 {
-        return conn.error(BITOP_NOT_KEYS);
-    }
-    let (db, now) = (conn.state.db, conn.now);
-    let mut sources: Vec<Option<Vec<u8>>> = vec![None; args.len()];
-    for (shard, keys) in keys_by_shard(conn, &args, 3) {
-        let read = call(&conn.core, shard, move |core| {
-            let mut s = core.shard.borrow_mut();
-            keys.into_iter()
-                .map(|(pos, key)| read_operand(&mut s.dbs[db], &key, now).map(|v| (pos, v)))
-                .collect::<Result<Vec<_>, &'static str>>()
-        })
-        .await;
-        match read {
-            None => return conn.error(UNAVAILABLE),
-            Some(Err(e)) => return conn.error(e),
-            Some(Ok(found)) => {
-                for (pos, v) in found {
-                    if let Some(slot) = sources.get_mut(pos) {
-                        *slot = v;
-                    }
-                }
-            }
-        }
-    }
-    let mut acc = Vec::new();
-    for (i, src) in sources.iter().skip(3).enumerate() {
-        bitop_fold(op, &mut acc, src.as_deref().unwrap_or_default(), i);
-    }
-    let dest = args.get(2).to_vec();
-    let owner = conn.core.shard_of(&dest);
-    let stored = call(&conn.core, owner, move |core| {
-        let mut s = core.shard.borrow_mut();
-        let len = store_bitop(&mut s.dbs[db], &dest, acc, now);
-        s.log_key_state(db, &dest, now);
-        len
-    });
-    match stored.await {
-        Some(len) => reply(conn, |r| r.int(len)),
-        None => conn.error(UNAVAILABLE),
-    }
-}
 
 /// Registers of the union of every key's HLL (merged on each owner, then
 /// here) and whether any was dense; the error of the first failing key in
