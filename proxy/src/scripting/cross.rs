@@ -9,7 +9,9 @@
 use super::context::CallState;
 use crate::coordinator::dispatch::call_blocking;
 use crate::core::Core;
-use shard::{Args, CommandSpec, Route};
+use shard::commands::{execute, Ctx};
+use shard::db::Ttl;
+use shard::{Args, CommandSpec, Reply, Route};
 
 /// How far a running script may reach, and how far it tried to.
 #[derive(Default)]
@@ -99,12 +101,81 @@ pub fn remote_call(
             crate::pipeline::merge_replies(merge, &pieces, &key_shards, &mut out);
             Ok(out)
         }
-        _ => Err(format!(
-            "'{}' over keys of several shards is not supported inside scripts by corekv yet",
-            spec.name.replace('|', " ")
-        )),
+        _ => Ok(run_gathered(core, now, spec, argv, db, resp3)),
     }
 }
+
+/// A command over keys of several shards that the connection path runs in
+/// phases (RENAME, SMOVE, MSETNX, the STORE commands...). Inside a script
+/// that holds every shard it runs in one step instead: its keys' entries
+/// are copied into a scratch shard here, the command runs there with the
+/// shard's own code, and every key it changed is written back to its owner
+/// (logged for the AOF as the key's new state, and signalled to blocked
+/// clients).
+fn run_gathered(core: &Core, now: u64, spec: &'static CommandSpec, argv: &[&[u8]], db: usize, resp3: bool) -> Vec<u8> {
+    let parts: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
+    let ranges = ranges(&parts);
+    let buf = parts.concat();
+    let args = Args::new(&buf, &ranges);
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for i in spec.key_indexes(&args) {
+        if !keys.iter().any(|k| k == args.get(i)) {
+            keys.push(args.get(i).to_vec());
+        }
+    }
+    let on_owner = |key: &[u8], f: Box<dyn FnOnce(&mut shard::Shard) -> Option<Entry> + Send>| -> Option<Entry> {
+        let owner = core.shard_of(key);
+        if owner == core.index {
+            return f(&mut core.shard.borrow_mut());
+        }
+        call_blocking(core, owner, move |c| f(&mut c.shard.borrow_mut())).flatten()
+    };
+    let before: Vec<Option<Entry>> = keys
+        .iter()
+        .map(|key| {
+            let k = key.clone();
+            on_owner(key, Box::new(move |s| s.dbs[db].find(&k, now).map(|e| (e.value.clone(), e.expire_at()))))
+        })
+        .collect();
+    let config = core.shard.borrow().config.clone();
+    let mut scratch = shard::Shard::new(core.index, core.count, config);
+    for (key, entry) in keys.iter().zip(&before) {
+        if let Some((value, at)) = entry {
+            scratch.dbs[db].set(key, value.clone(), at.map_or(Ttl::Clear, Ttl::At), now);
+        }
+    }
+    let mut out = Vec::new();
+    let mut ctx = Ctx { db, now, reply: Reply::new(&mut out, resp3) };
+    execute(spec, &mut scratch, &mut ctx, args);
+    for (key, entry) in keys.iter().zip(before) {
+        let after = scratch.dbs[db].find(key, now).map(|e| (e.value.clone(), e.expire_at()));
+        if after == entry {
+            continue;
+        }
+        let k = key.clone();
+        on_owner(
+            key,
+            Box::new(move |s| {
+                match after {
+                    Some((value, at)) => {
+                        s.dbs[db].set(&k, value, at.map_or(Ttl::Clear, Ttl::At), now);
+                    }
+                    None => {
+                        s.dbs[db].remove(&k, now);
+                    }
+                }
+                s.dirty += 1;
+                s.log_key_state(db, &k, now);
+                s.signal_ready(db, &k);
+                None
+            }),
+        );
+    }
+    out
+}
+
+/// A key's entry: its value and expiry.
+type Entry = (shard::value::Value, Option<u64>);
 
 /// The error that stops a script to be run again over every shard.
 pub const RERUN: &str = "corekv: this script reaches another shard; it runs again holding every shard";

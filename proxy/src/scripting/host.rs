@@ -118,18 +118,18 @@ impl Host for CoreHost<'_> {
         }
         let local = match spec.route {
             Route::Local => true,
-            Route::Keyed | Route::SplitKeys(_) => {
+            // MSETNX: the proxy's only for its cross-shard form.
+            Route::Keyed | Route::SplitKeys(_) | Route::Proxy => {
                 spec.key_indexes(&args).all(|i| self.core.shard_of(args.get(i)) == self.core.index)
             }
             Route::AllShards(_) => self.core.count == 1,
-            Route::Proxy => false,
         };
         if local && spec.handler.is_some() {
             let mut out = Vec::new();
             self.core.execute_local(spec, call.db, call.resp3, self.now, args, &mut out);
             return Ok(out);
         }
-        if spec.route == Route::Proxy {
+        if spec.route == Route::Proxy && spec.handler.is_none() {
             return Ok(error_reply(&format!(
                 "ERR command '{}' is not supported from scripts by corekv yet",
                 spec.name.replace('|', " ")
