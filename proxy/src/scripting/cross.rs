@@ -123,7 +123,7 @@ fn run_gathered(core: &Core, now: u64, spec: &'static CommandSpec, argv: &[&[u8]
             keys.push(args.get(i).to_vec());
         }
     }
-    let on_owner = |key: &[u8], f: Box<dyn FnOnce(&mut shard::Shard) -> Option<Entry> + Send>| -> Option<Entry> {
+    let on_owner = |key: &[u8], f: OnShard| -> Option<Entry> {
         let owner = core.shard_of(key);
         if owner == core.index {
             return f(&mut core.shard.borrow_mut());
@@ -176,6 +176,9 @@ fn run_gathered(core: &Core, now: u64, spec: &'static CommandSpec, argv: &[&[u8]
 
 /// A key's entry: its value and expiry.
 type Entry = (shard::value::Value, Option<u64>);
+
+/// Work on a key's owning shard.
+type OnShard = Box<dyn FnOnce(&mut shard::Shard) -> Option<Entry> + Send>;
 
 /// The error that stops a script to be run again over every shard.
 pub const RERUN: &str = "corekv: this script reaches another shard; it runs again holding every shard";
