@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 /// the slots `[i * SLOTS / n, (i + 1) * SLOTS / n)`.
 const SHARDS: usize = 3;
 
-/// No test runs longer than this, whatever its round count.
-const TIME_CAP: Duration = Duration::from_secs(4);
+/// No test runs longer than this, whatever its round count (on a quiet
+/// machine each finishes its rounds in a few seconds; on a loaded 2-core CI
+/// runner they need longer to reach the thousand rounds they must show).
+const TIME_CAP: Duration = Duration::from_secs(12);
 
 fn shard_of(key: &str) -> usize {
     key_slot(key.as_bytes()) as usize * SHARDS / SLOTS
