@@ -170,7 +170,11 @@ fn security_probe_lines_close_the_connection() {
 
 #[test]
 fn every_command_with_any_argument_count_is_safe() {
-    let server = Server::shards(2);
+    // SAVE and BGSAVE run too: their file goes to a directory of its own,
+    // not to the working directory other tests' servers load from.
+    let dir = std::env::temp_dir().join(format!("corekv-protocol-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = Server::start(&["--shards", "2", "--dir", dir.to_str().unwrap(), "--save", ""]);
     let mut raw = server.raw();
     let Value::Array(names) = raw.cmd_str("COMMAND LIST") else { panic!("COMMAND LIST") };
     let fillers: [&[u8]; 6] = [b"k", b"0", b"-1", b"*", b"", b"\xff\x00"];
@@ -196,6 +200,8 @@ fn every_command_with_any_argument_count_is_safe() {
         }
     }
     assert_healthy(&server);
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A client pipelining reads of large values without reading its replies is
