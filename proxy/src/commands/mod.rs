@@ -51,9 +51,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred::Command(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
-            return scripting::run_now(conn, spec, args)
-        }
+        _ if scripting::is_script(spec) => return scripting::run_now(conn, spec, args),
         name if name.starts_with("script|") => return scripting::script_now(conn, spec, args),
         name if name.starts_with("function|") => return scripting::function_now(conn, spec, args),
         "bgrewriteaof" => persistence::bgrewriteaof(conn),
@@ -107,23 +105,11 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
 /// Commands that do not run as a unit over their keys: blocking pops wait
 /// per key; scripts and functions take their own unit (every shard).
 fn own_unit(spec: &CommandSpec) -> bool {
-    matches!(
-        spec.name,
-        "blpop"
-            | "brpop"
-            | "blmove"
-            | "brpoplpush"
-            | "blmpop"
-            | "bzpopmin"
-            | "bzpopmax"
-            | "bzmpop"
-            | "eval"
-            | "evalsha"
-            | "eval_ro"
-            | "evalsha_ro"
-            | "fcall"
-            | "fcall_ro"
-    )
+    scripting::is_script(spec)
+        || matches!(
+            spec.name,
+            "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" | "bzpopmin" | "bzpopmax" | "bzmpop"
+        )
 }
 
 async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {
@@ -183,9 +169,7 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "sdiffstore" => set::store(conn, args, Op::Diff).await,
         "sintercard" => set::sintercard(conn, args).await,
         "smove" => set::smove(conn, args).await,
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
-            scripting::run_deferred(conn, spec, args).await
-        }
+        _ if scripting::is_script(spec) => scripting::run_deferred(conn, spec, args).await,
         name if name.starts_with("script|") => scripting::script_deferred(conn, spec, args).await,
         name if name.starts_with("function|") => scripting::function_deferred(conn, spec, args).await,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),

@@ -186,6 +186,12 @@ fn placement(conn: &Connection, spec: &CommandSpec, args: &Args, kind: Kind, num
     conn.owner_of_keys(spec, args)
 }
 
+/// EVAL, EVALSHA, their _RO forms, FCALL, FCALL_RO: they place themselves
+/// (one shard, or a unit over every shard), whatever keys they declare.
+pub fn is_script(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro")
+}
+
 fn kind_of(spec: &CommandSpec) -> Kind {
     match spec.name {
         "evalsha" => Kind::Eval { by_sha: true, read_only: false },

@@ -157,9 +157,8 @@ fn footprint(conn: &Connection, q: &Queued) -> Footprint {
                 }
             }
             // Scripts may reach keys they do not declare.
-            "scan" | "randomkey" | "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => {
-                f.whole = true
-            }
+            "scan" | "randomkey" => f.whole = true,
+            _ if super::scripting::is_script(spec) => f.whole = true,
             _ if matches!(spec.route, Route::AllShards(_)) => f.whole = true,
             _ => {}
         }

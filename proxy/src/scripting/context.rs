@@ -120,3 +120,16 @@ pub fn error_line(msg: &str, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(b"\r\n");
 }
+
+/// A command line as one buffer and the ranges of its arguments (what
+/// `shard::Args` reads).
+pub fn flatten<A: AsRef<[u8]>>(argv: &[A]) -> (Vec<u8>, Vec<(u32, u32)>) {
+    let mut buf = Vec::with_capacity(argv.iter().map(|a| a.as_ref().len()).sum());
+    let mut ranges = Vec::with_capacity(argv.len());
+    for a in argv {
+        let start = buf.len() as u32;
+        buf.extend_from_slice(a.as_ref());
+        ranges.push((start, buf.len() as u32));
+    }
+    (buf, ranges)
+}

@@ -6,7 +6,7 @@
 //! anywhere, so the script may call into other cores synchronously
 //! (`coordinator::dispatch::call_blocking`): no core can be waiting for this one.
 
-use super::context::CallState;
+use super::context::{flatten, CallState};
 use crate::coordinator::dispatch::call_blocking;
 use crate::core::Core;
 use shard::commands::{execute, Ctx};
@@ -53,8 +53,7 @@ pub fn remote_call(
     let (db, resp3) = (call.db, call.resp3);
     let run_on = |shard: usize, parts: Vec<Vec<u8>>| -> Vec<u8> {
         let job = move |c: &crate::core::Core| {
-            let ranges = ranges(&parts);
-            let buf = parts.concat();
+            let (buf, ranges) = flatten(&parts);
             let mut out = Vec::new();
             c.execute_local(spec, db, resp3, now, Args::new(&buf, &ranges), &mut out);
             out
@@ -70,13 +69,8 @@ pub fn remote_call(
         _ if shards.len() == 1 => Ok(run_on(shards[0], owned(argv))),
         Route::SplitKeys(merge) | Route::AllShards(merge) => {
             // One part per shard, merged as the connection path merges them.
-            let mut buf = Vec::new();
-            let mut ranges_all = Vec::new();
-            for a in argv {
-                ranges_all.push((buf.len() as u32, (buf.len() + a.len()) as u32));
-                buf.extend_from_slice(a);
-            }
-            let args = Args::new(&buf, &ranges_all);
+            let (buf, ranges) = flatten(argv);
+            let args = Args::new(&buf, &ranges);
             let step = spec.keys.2.max(1) as usize;
             let mut key_shards = Vec::new();
             let mut pieces = Vec::new();
@@ -113,9 +107,7 @@ pub fn remote_call(
 /// (logged for the AOF as the key's new state, and signalled to blocked
 /// clients).
 fn run_gathered(core: &Core, now: u64, spec: &'static CommandSpec, argv: &[&[u8]], db: usize, resp3: bool) -> Vec<u8> {
-    let parts: Vec<Vec<u8>> = argv.iter().map(|a| a.to_vec()).collect();
-    let ranges = ranges(&parts);
-    let buf = parts.concat();
+    let (buf, ranges) = flatten(argv);
     let args = Args::new(&buf, &ranges);
     let mut keys: Vec<Vec<u8>> = Vec::new();
     for i in spec.key_indexes(&args) {
@@ -182,15 +174,3 @@ type OnShard = Box<dyn FnOnce(&mut shard::Shard) -> Option<Entry> + Send>;
 
 /// The error that stops a script to be run again over every shard.
 pub const RERUN: &str = "corekv: this script reaches another shard; it runs again holding every shard";
-
-fn ranges(parts: &[Vec<u8>]) -> Vec<(u32, u32)> {
-    let mut at = 0u32;
-    parts
-        .iter()
-        .map(|p| {
-            let r = (at, at + p.len() as u32);
-            at = r.1;
-            r
-        })
-        .collect()
-}

@@ -81,13 +81,7 @@ impl Host for CoreHost<'_> {
         if self.reach.wants_whole {
             return Err(super::cross::RERUN.into());
         }
-        let mut buf = Vec::with_capacity(argv.iter().map(|a| a.len()).sum());
-        let mut ranges = Vec::with_capacity(argv.len());
-        for a in argv {
-            let start = buf.len() as u32;
-            buf.extend_from_slice(a);
-            ranges.push((start, buf.len() as u32));
-        }
+        let (buf, ranges) = super::context::flatten(argv);
         let args = Args::new(&buf, &ranges);
         let Some(mut spec) = self.core.commands.lookup(argv[0]) else {
             return Err("Unknown Redis command called from script".into());
