@@ -11,6 +11,7 @@ use crate::coordinator::locks::LockTable;
 use crate::mesh::{Mesh, Response};
 use crate::persistence::aof::state::Aof;
 use crate::persistence::status::{CoreSave, SaveStatus};
+use crate::replication::state::ReplState;
 use crate::slot::key_slot;
 use shard::commands::all;
 use shard::{CommandSpec, Shard};
@@ -174,6 +175,8 @@ pub struct Core {
     pub turn_clock: Cell<Option<(u64, Instant)>>,
     /// Keys of this shard held by coordinator units.
     pub locks: RefCell<LockTable>,
+    /// Replication: the hub (core 0), this shard's feed, the replica link.
+    pub repl: ReplState,
 }
 
 impl Core {
@@ -193,6 +196,7 @@ impl Core {
             save: Default::default(),
             turn_clock: Cell::new(None),
             locks: Default::default(),
+            repl: Default::default(),
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),

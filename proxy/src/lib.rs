@@ -15,6 +15,7 @@ pub mod log;
 pub mod mesh;
 pub mod persistence;
 pub mod pipeline;
+pub mod replication;
 pub mod resp;
 pub mod ring;
 pub mod router;

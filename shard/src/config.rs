@@ -76,6 +76,111 @@ pub struct Config {
     /// Ms a script runs before SCRIPT KILL / FUNCTION KILL may stop it
     /// (`busy-reply-threshold`, alias `lua-time-limit`; 0: never).
     pub busy_reply_threshold: u64,
+    /// `replicaof host port` at start; `None`: a primary.
+    pub replicaof: Option<(String, u16)>,
+    pub masterauth: String,
+    pub masteruser: String,
+    pub replica_read_only: bool,
+    pub replica_serve_stale_data: bool,
+    pub repl_backlog_size: u64,
+    pub repl_backlog_ttl: u64,
+    pub repl_diskless_sync: bool,
+    pub repl_diskless_sync_delay: u64,
+    pub repl_ping_replica_period: u64,
+    pub repl_timeout: u64,
+    pub min_replicas_to_write: u64,
+    pub min_replicas_max_lag: u64,
+    pub replica_priority: u64,
+    /// How a replica's pending stream is held while it waits for its
+    /// snapshot: `no`, `lz4` or `zstd` (issue 13, the study's buffers).
+    pub replica_output_buffer_compression: ReplCompression,
+    /// zstd's level (lz4 has none); 0: zstd's default.
+    pub replica_output_buffer_compression_level: i32,
+    /// Raw stream bytes per compressed block.
+    pub replica_output_buffer_block_size: u64,
+    /// `client-output-buffer-limit`: hard, soft, soft seconds per class.
+    pub client_output_buffer_limit: OutputBufferLimits,
+}
+
+/// Codec of the replica output buffer's blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplCompression {
+    No,
+    Lz4,
+    Zstd,
+}
+
+impl ReplCompression {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplCompression::No => "no",
+            ReplCompression::Lz4 => "lz4",
+            ReplCompression::Zstd => "zstd",
+        }
+    }
+}
+
+/// One class's `client-output-buffer-limit` (bytes, bytes, seconds; 0: none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct OutputBufferLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_seconds: u64,
+}
+
+/// Redis's three client classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputBufferLimits {
+    pub normal: OutputBufferLimit,
+    pub replica: OutputBufferLimit,
+    pub pubsub: OutputBufferLimit,
+}
+
+impl Default for OutputBufferLimits {
+    fn default() -> Self {
+        let mb = 1 << 20;
+        OutputBufferLimits {
+            normal: OutputBufferLimit::default(),
+            replica: OutputBufferLimit { hard: 256 * mb, soft: 64 * mb, soft_seconds: 60 },
+            pubsub: OutputBufferLimit { hard: 32 * mb, soft: 8 * mb, soft_seconds: 60 },
+        }
+    }
+}
+
+impl OutputBufferLimits {
+    fn show(&self) -> String {
+        let one = |name: &str, l: &OutputBufferLimit| format!("{name} {} {} {}", l.hard, l.soft, l.soft_seconds);
+        format!("{} {} {}", one("normal", &self.normal), one("slave", &self.replica), one("pubsub", &self.pubsub))
+    }
+
+    /// `class hard soft seconds` groups, as Redis parses them: every
+    /// group is checked before any is applied.
+    fn set(&mut self, values: &[&str]) -> Result<(), String> {
+        let words: Vec<&str> = values.iter().flat_map(|v| v.split_whitespace()).collect();
+        if words.is_empty() || !words.len().is_multiple_of(4) {
+            return Err("Wrong number of arguments in buffer limit configuration.".into());
+        }
+        let mut next = *self;
+        for group in words.chunks(4) {
+            let class = match group[0].to_ascii_lowercase().as_str() {
+                "normal" => &mut next.normal,
+                "slave" | "replica" => &mut next.replica,
+                "pubsub" => &mut next.pubsub,
+                _ => return Err("Invalid client class specified in buffer limit configuration.".into()),
+            };
+            let hard = parse_memory(group[1]);
+            let soft = parse_memory(group[2]);
+            let secs = group[3].parse::<u64>().ok();
+            match (hard, soft, secs) {
+                (Some(hard), Some(soft), Some(soft_seconds)) => {
+                    *class = OutputBufferLimit { hard, soft, soft_seconds }
+                }
+                _ => return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()),
+            }
+        }
+        *self = next;
+        Ok(())
+    }
 }
 
 /// When the AOF is fsynced (`appendfsync`).
@@ -167,6 +272,24 @@ impl Default for Config {
             client_ring: true,
             client_ring_sqpoll_ms: 0,
             busy_reply_threshold: 5000,
+            replicaof: None,
+            masterauth: String::new(),
+            masteruser: String::new(),
+            replica_read_only: true,
+            replica_serve_stale_data: true,
+            repl_backlog_size: 1 << 20,
+            repl_backlog_ttl: 3600,
+            repl_diskless_sync: true,
+            repl_diskless_sync_delay: 5,
+            repl_ping_replica_period: 10,
+            repl_timeout: 60,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag: 10,
+            replica_priority: 100,
+            replica_output_buffer_compression: ReplCompression::No,
+            replica_output_buffer_compression_level: 0,
+            replica_output_buffer_block_size: 16 << 10,
+            client_output_buffer_limit: OutputBufferLimits::default(),
         }
     }
 }
@@ -401,9 +524,80 @@ pub static PARAMS: &[Param] = &[
             _ => return Err("argument must be 'yes' or 'no'".into()),
         }
     }),
+    // Replication (proxy/src/replication/).
+    param!("replicaof", false, |c| c.replicaof.as_ref().map(|(h, p)| format!("{h} {p}")).unwrap_or_default(), |c, v| {
+        c.replicaof = replica_of(v)?
+    }),
+    param!("slaveof", false, |c| c.replicaof.as_ref().map(|(h, p)| format!("{h} {p}")).unwrap_or_default(), |c, v| {
+        c.replicaof = replica_of(v)?
+    }),
+    param!("masterauth", true, |c| c.masterauth.clone(), |c, v| c.masterauth = one(v)?.to_string()),
+    param!("masteruser", true, |c| c.masteruser.clone(), |c, v| c.masteruser = one(v)?.to_string()),
+    param!("replica-read-only", true, |c| show_yes_no(c.replica_read_only), |c, v| c.replica_read_only = yes_no(v)?),
+    param!("slave-read-only", true, |c| show_yes_no(c.replica_read_only), |c, v| c.replica_read_only = yes_no(v)?),
+    param!("replica-serve-stale-data", true, |c| show_yes_no(c.replica_serve_stale_data), |c, v| c
+        .replica_serve_stale_data =
+        yes_no(v)?),
+    param!("slave-serve-stale-data", true, |c| show_yes_no(c.replica_serve_stale_data), |c, v| c
+        .replica_serve_stale_data =
+        yes_no(v)?),
+    param!("repl-backlog-size", true, |c| c.repl_backlog_size.to_string(), |c, v| c.repl_backlog_size =
+        memory_in(v, 1)?),
+    param!("repl-backlog-ttl", true, |c| c.repl_backlog_ttl.to_string(), |c, v| c.repl_backlog_ttl =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("repl-diskless-sync", true, |c| show_yes_no(c.repl_diskless_sync), |c, v| c.repl_diskless_sync =
+        yes_no(v)?),
+    param!("repl-diskless-sync-delay", true, |c| c.repl_diskless_sync_delay.to_string(), |c, v| c
+        .repl_diskless_sync_delay =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("repl-ping-replica-period", true, |c| c.repl_ping_replica_period.to_string(), |c, v| c
+        .repl_ping_replica_period =
+        int_in(v, 1, i32::MAX as i64)? as u64),
+    param!("repl-timeout", true, |c| c.repl_timeout.to_string(), |c, v| c.repl_timeout =
+        int_in(v, 1, i32::MAX as i64)? as u64),
+    param!("min-replicas-to-write", true, |c| c.min_replicas_to_write.to_string(), |c, v| c.min_replicas_to_write =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("min-slaves-to-write", true, |c| c.min_replicas_to_write.to_string(), |c, v| c.min_replicas_to_write =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("min-replicas-max-lag", true, |c| c.min_replicas_max_lag.to_string(), |c, v| c.min_replicas_max_lag =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("min-slaves-max-lag", true, |c| c.min_replicas_max_lag.to_string(), |c, v| c.min_replicas_max_lag =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("replica-priority", true, |c| c.replica_priority.to_string(), |c, v| c.replica_priority =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("replica-output-buffer-compression", true, |c| c.replica_output_buffer_compression.name().into(), |c, v| {
+        c.replica_output_buffer_compression = match one(v)?.to_ascii_lowercase().as_str() {
+            "no" => ReplCompression::No,
+            "lz4" => ReplCompression::Lz4,
+            "zstd" => ReplCompression::Zstd,
+            _ => return Err("argument(s) must be one of the following: no, lz4, zstd".into()),
+        }
+    }),
+    param!("replica-output-buffer-compression-level", true, |c| c.replica_output_buffer_compression_level
+        .to_string(), |c, v| c.replica_output_buffer_compression_level =
+        int_in(v, -7, 22)? as i32),
+    param!("replica-output-buffer-block-size", true, |c| c.replica_output_buffer_block_size.to_string(), |c, v| c
+        .replica_output_buffer_block_size =
+        memory_in(v, 1024)?.min(64 << 20)),
+    param!("client-output-buffer-limit", true, |c| c.client_output_buffer_limit.show(), |c, v| c
+        .client_output_buffer_limit
+        .set(v)?),
     param!("client-ring-sqpoll", false, |c| c.client_ring_sqpoll_ms.to_string(), |c, v| c.client_ring_sqpoll_ms =
         int_in(v, 0, 60_000)? as u32),
 ];
+
+/// `host port`, or `no one` for none.
+fn replica_of(values: &[&str]) -> Result<Option<(String, u16)>, String> {
+    let words: Vec<&str> = values.iter().flat_map(|v| v.split_whitespace()).collect();
+    match words.as_slice() {
+        [no, one] if no.eq_ignore_ascii_case("no") && one.eq_ignore_ascii_case("one") => Ok(None),
+        [host, port] => {
+            let port = port.parse::<u16>().map_err(|_| "Invalid master port".to_string())?;
+            Ok(Some((host.to_string(), port)))
+        }
+        _ => Err("wrong number of arguments".into()),
+    }
+}
 
 /// An I/O error as C's strerror words it ("No such file or directory").
 pub fn os_reason(e: &std::io::Error) -> String {
