@@ -8,6 +8,8 @@ use crate::core::{Core, CoreStats};
 use crate::log;
 use crate::persistence::aof::durable;
 use crate::pipeline::Pipeline;
+use crate::replication::handoff::SyncRequest;
+use crate::replication::sync::{serve_replica, Peer};
 use crate::resp::{Limits, Parsed, RequestParser};
 use crate::session::{ConnState, Connection, Port};
 use crate::stream::ClientStream;
@@ -87,6 +89,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 multi: None,
                 watched: Vec::new(),
                 watched_absent: Vec::new(),
+                repl_hello: Default::default(),
+                sync: None,
             },
             now: 0,
             last_cmd: "NULL",
@@ -149,7 +153,7 @@ impl Connection {
                                 break;
                             }
                         }
-                        if self.state.close {
+                        if self.state.close || self.state.sync.is_some() {
                             break;
                         }
                         if self.pipeline.out.len() >= OUTPUT_HIGH_WATER && !self.send_replies(stream).await {
@@ -175,6 +179,10 @@ impl Connection {
             }
             if self.state.close {
                 return;
+            }
+            if let Some(request) = self.state.sync.take() {
+                let input = buf[parser.consumed()..filled].to_vec();
+                return self.become_replica_link(stream, request, input).await;
             }
             let consumed = parser.consumed();
             buf.copy_within(consumed..filled, 0);
@@ -212,6 +220,19 @@ impl Connection {
             self.pipeline.out = Vec::with_capacity(READ_CHUNK);
         }
         true
+    }
+
+    /// SYNC/PSYNC: from here on the socket carries the replication stream.
+    async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
+        let peer = Peer {
+            id: self.state.id,
+            ip: self.state.repl_hello.ip.clone().unwrap_or_else(|| match stream.peer_addr() {
+                Ok(a) => a.ip().to_string(),
+                Err(_) => "?".into(),
+            }),
+            hello: self.state.repl_hello.clone(),
+        };
+        serve_replica(&self.core, stream, peer, request, input).await
     }
 
     fn update_registry(&self, qbuf: usize) {

@@ -112,7 +112,7 @@ pub enum Request<C> {
     Unblock(u64),
     /// A coordinator unit lets go of its locks here (sent without a
     /// ticket); `true`: its keys count as changed for WATCH.
-    Release(UnitId, bool),
+    Release(UnitId, bool, u16),
 }
 
 pub enum Response {

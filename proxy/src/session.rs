@@ -6,6 +6,7 @@
 use crate::cluster::Owner;
 use crate::core::Core;
 use crate::pipeline::Pipeline;
+use crate::replication::handoff::{ReplicaHello, SyncRequest};
 use crate::slot::key_slot;
 use shard::{Args, CommandSpec, Merge, Route};
 use std::rc::Rc;
@@ -34,6 +35,10 @@ pub struct ConnState {
     /// Watched keys that were absent or expired when watched: running out
     /// of time does not change them (Redis 7.0).
     pub watched_absent: Vec<(usize, usize, Vec<u8>)>,
+    /// What a replica announced with REPLCONF.
+    pub repl_hello: ReplicaHello,
+    /// SYNC/PSYNC: the socket becomes a replica's link after this batch.
+    pub sync: Option<SyncRequest>,
 }
 
 /// Which listener accepted a connection.

@@ -10,8 +10,11 @@
 //! decides.
 //!
 //! Effects are appended to one reusable buffer; the AOF writer takes the
-//! buffer once per event-loop batch. When nothing consumes effects the log
-//! does not exist and a write costs one branch.
+//! buffer once per event-loop batch. Replication has a feed of its own
+//! ([`ReplFeed`]): effects cut into items of whole commands, those of a
+//! coordinator unit kept apart so the stream can carry the unit as one
+//! MULTI/EXEC. When nothing consumes effects the log does not exist and a
+//! write costs one branch.
 
 use crate::args::{parse_i64, Args};
 use crate::commands::CommandSpec;
@@ -19,6 +22,7 @@ use crate::numbers::{format_double, DoubleBuf};
 use crate::shard::Shard;
 use crate::types::pack::Item;
 use crate::value::Value;
+use std::collections::HashMap;
 use std::task::Waker;
 
 /// Elements per command when a whole value is written out (Redis's
@@ -27,6 +31,10 @@ const ITEMS_PER_CMD: usize = 64;
 
 #[derive(Default)]
 pub struct EffectLog {
+    /// The AOF takes effects (`buf` fills only then).
+    pub aof: bool,
+    /// Replicas take effects.
+    pub repl: Option<ReplFeed>,
     /// Effects not yet taken by the writer.
     pub buf: Vec<u8>,
     /// Bytes taken from `buf` so far: `taken + buf.len()` is the position of
@@ -72,6 +80,187 @@ impl EffectLog {
             w.wake();
         }
     }
+
+    /// Appends one effect in `db` to each consumer's buffer.
+    fn append(&mut self, db: usize, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.aof {
+            self.select(db);
+            let start = self.buf.len();
+            write(&mut self.buf);
+            self.wake();
+            if let Some(feed) = &mut self.repl {
+                feed.append(db, |out| out.extend_from_slice(&self.buf[start..]));
+            }
+        } else if let Some(feed) = &mut self.repl {
+            feed.append(db, write);
+        }
+    }
+}
+
+/// One item of a shard's replication feed, in the order the shard made
+/// them.
+#[derive(Debug)]
+pub enum FeedItem {
+    /// Whole commands of ordinary writes, starting with a `SELECT`.
+    Effects(Vec<u8>),
+    /// Whole commands coordinator unit `unit` wrote on this shard.
+    UnitPart { unit: u64, bytes: Vec<u8> },
+    /// Unit `unit` let go of this shard; it spans `shards` shards.
+    UnitEnd { unit: u64, shards: u16 },
+    /// A snapshot's cut (`seq`): every shard's items before it happened
+    /// before the snapshot, every one after it after.
+    Cut(u64),
+}
+
+/// A shard's effects on their way to replicas: cut into items of whole
+/// commands, at most about `block_size` bytes each, and at every change
+/// between ordinary writes and a unit's.
+pub struct ReplFeed {
+    current: Vec<u8>,
+    /// The unit `current` belongs to.
+    current_unit: Option<u64>,
+    /// The unit the next effect belongs to: the holder of its key.
+    unit: Option<u64>,
+    /// A copy of this shard's coordinator locks ((db, key) -> unit, or the
+    /// whole shard), kept while replicas take effects: an effect on a held
+    /// key is the holder's work.
+    held: HashMap<(usize, Vec<u8>), u64, ahash::RandomState>,
+    whole: Option<u64>,
+    /// Database of the last effect in `current`.
+    db: Option<usize>,
+    /// Start of an open MULTI in `current` (a transaction or script running
+    /// on this shard alone).
+    group: Option<usize>,
+    pub items: Vec<FeedItem>,
+    pub block_size: usize,
+    /// The task that ships items, woken by the next one.
+    pub waker: Option<Waker>,
+    /// Items made so far (with `items.len()`, the next one's number).
+    pub shipped: u64,
+}
+
+impl ReplFeed {
+    pub fn new(block_size: usize) -> ReplFeed {
+        ReplFeed {
+            current: Vec::new(),
+            current_unit: None,
+            unit: None,
+            held: HashMap::default(),
+            whole: None,
+            db: None,
+            group: None,
+            items: Vec::new(),
+            block_size,
+            waker: None,
+            shipped: 0,
+        }
+    }
+
+    /// Unit `unit` took these keys (or the whole shard) here.
+    pub fn hold(&mut self, unit: u64, keys: impl Iterator<Item = (usize, Vec<u8>)>, whole: bool) {
+        if whole {
+            self.whole = Some(unit);
+        }
+        for k in keys {
+            self.held.insert(k, unit);
+        }
+    }
+
+    /// Unit `unit`, spanning `shards` shards, let go of this shard: its
+    /// work here is done, and the stream may carry it once every shard's
+    /// part is in.
+    pub fn release(&mut self, unit: u64, shards: u16) {
+        if self.whole == Some(unit) {
+            self.whole = None;
+        }
+        self.held.retain(|_, u| *u != unit);
+        self.mark(FeedItem::UnitEnd { unit, shards });
+    }
+
+    /// The next effects are about `key` of `db` (none: the whole database).
+    pub fn about(&mut self, db: usize, key: Option<&[u8]>) {
+        self.unit = self.whole;
+        if let (None, Some(key), false) = (self.unit, key, self.held.is_empty()) {
+            self.unit = self.held.get(&(db, key.to_vec())).copied();
+        }
+    }
+
+    fn append(&mut self, db: usize, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.current_unit != self.unit {
+            self.close();
+            self.current_unit = self.unit;
+        }
+        if self.db != Some(db) {
+            let mut n = itoa::Buffer::new();
+            put_command(&mut self.current, &[b"SELECT", n.format(db).as_bytes()]);
+            self.db = Some(db);
+        }
+        write(&mut self.current);
+        if self.current.len() >= self.block_size && self.group.is_none() {
+            self.close();
+        }
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Ends the current item (the next one starts with a `SELECT`).
+    pub fn close(&mut self) {
+        if self.group.is_some() || self.current.is_empty() {
+            return;
+        }
+        let bytes = std::mem::take(&mut self.current);
+        self.items.push(match self.current_unit {
+            None => FeedItem::Effects(bytes),
+            Some(unit) => FeedItem::UnitPart { unit, bytes },
+        });
+        self.db = None;
+    }
+
+    /// Appends a marker after everything logged so far.
+    pub fn mark(&mut self, item: FeedItem) {
+        self.close();
+        self.items.push(item);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// A transaction or script on this shard alone begins: what it writes
+    /// goes out between MULTI and EXEC, in one item.
+    pub fn begin_group(&mut self) {
+        if self.group.is_none() {
+            self.group = Some(self.current.len());
+            put_command(&mut self.current, &[b"MULTI"]);
+        }
+    }
+
+    /// Ends the group: EXEC after its writes, or nothing when it wrote
+    /// nothing.
+    pub fn end_group(&mut self) {
+        let Some(start) = self.group.take() else { return };
+        if self.current.len() == start + b"*1\r\n$5\r\nMULTI\r\n".len() {
+            self.current.truncate(start);
+        } else {
+            put_command(&mut self.current, &[b"EXEC"]);
+            if self.current.len() >= self.block_size {
+                self.close();
+            }
+        }
+    }
+
+    /// Takes the items made so far (their first number is `shipped`).
+    pub fn take(&mut self) -> (u64, Vec<FeedItem>) {
+        self.close();
+        let first = self.shipped;
+        let items = std::mem::take(&mut self.items);
+        self.shipped += items.len() as u64;
+        (first, items)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty() && (self.current.is_empty() || self.group.is_some())
+    }
 }
 
 /// `*N\r\n` then each part as a bulk string.
@@ -97,44 +286,86 @@ pub fn put_bulk(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 impl Shard {
-    /// Starts logging effects (the AOF is on, later also a replica).
+    /// Starts logging effects for the AOF.
     pub fn enable_effects(&mut self) {
-        if self.effects.is_none() {
-            self.effects = Some(Box::default());
-        }
+        self.effects.get_or_insert_with(Box::default).aof = true;
         for db in &mut self.dbs {
             db.log_expired = true;
         }
     }
 
+    /// Stops logging effects for the AOF (replicas may still take them);
+    /// returns the log when nothing takes effects any more.
+    pub fn disable_aof_effects(&mut self) -> Option<Box<EffectLog>> {
+        let log = self.effects.as_deref_mut()?;
+        log.aof = false;
+        log.reselect();
+        if log.repl.is_some() {
+            log.buf.clear();
+            return None;
+        }
+        for db in &mut self.dbs {
+            db.log_expired = false;
+            db.expired_log.clear();
+        }
+        self.effects.take()
+    }
+
+    /// Starts the replication feed (a replica connected); for good, as
+    /// Redis keeps its backlog.
+    pub fn enable_repl_feed(&mut self, block_size: usize) -> &mut ReplFeed {
+        let log = self.effects.get_or_insert_with(Box::default);
+        for db in &mut self.dbs {
+            db.log_expired = true;
+        }
+        log.repl.get_or_insert_with(|| ReplFeed::new(block_size))
+    }
+
+    /// The replication feed, when replicas take effects.
+    pub fn repl_feed(&mut self) -> Option<&mut ReplFeed> {
+        self.effects.as_deref_mut()?.repl.as_mut()
+    }
+
     /// Appends one effect in `db`, after the `DEL`s of keys expired since
     /// the last one (they happened first). No-op when effects are off.
     pub fn log_effect(&mut self, db: usize, parts: &[&[u8]]) {
+        self.log_about(db, parts.get(1).copied());
         self.log_with(db, |out| put_command(out, parts));
+    }
+
+    /// The next effects concern `key` (for the replication feed's units).
+    pub fn log_about(&mut self, db: usize, key: Option<&[u8]>) {
+        if let Some(feed) = self.repl_feed() {
+            feed.about(db, key);
+        }
     }
 
     /// Like [`Shard::log_effect`] with the RESP written by `write`.
     pub fn log_with(&mut self, db: usize, write: impl FnOnce(&mut Vec<u8>)) {
         self.log_expired_keys();
         let Some(log) = self.effects.as_deref_mut() else { return };
-        log.select(db);
-        write(&mut log.buf);
-        log.wake();
+        log.append(db, write);
     }
 
     /// Writes out keys expired since the last effect as `DEL`s (also called
     /// after an active-expiry tick).
     pub fn log_expired_keys(&mut self) {
         let Some(log) = self.effects.as_deref_mut() else { return };
+        // The effect being logged keeps its unit.
+        let tag = log.repl.as_ref().map(|f| f.unit);
         for (i, db) in self.dbs.iter_mut().enumerate() {
             if db.expired_log.is_empty() {
                 continue;
             }
-            log.select(i);
             for key in db.expired_log.drain(..) {
-                put_command(&mut log.buf, &[b"DEL", &key]);
+                if let Some(feed) = &mut log.repl {
+                    feed.about(i, Some(&key));
+                }
+                log.append(i, |out| put_command(out, &[b"DEL", &key]));
             }
-            log.wake();
+        }
+        if let (Some(feed), Some(tag)) = (&mut log.repl, tag) {
+            feed.unit = tag;
         }
     }
 
@@ -145,6 +376,7 @@ impl Shard {
         if self.effects.is_none() {
             return;
         }
+        self.log_about(db, Some(key));
         let mut bytes = Vec::new();
         put_command(&mut bytes, &[b"DEL", key]);
         if let Some(e) = self.dbs[db].find(key, now) {
@@ -218,6 +450,9 @@ fn chunked<T>(
 /// Called by `commands::execute` after a write command ran (effects on):
 /// logs its effect, judged from the arguments and the reply it wrote.
 pub fn after_command(shard: &mut Shard, spec: &CommandSpec, db: usize, now: u64, args: &Args, reply: &[u8]) {
+    if let Some(feed) = shard.repl_feed() {
+        feed.about(db, spec.key_indexes(args).next().map(|i| args.get(i)));
+    }
     if reply.first() == Some(&b'-') {
         // An error changed nothing; keys it expired on the way still go out.
         return shard.log_expired_keys();

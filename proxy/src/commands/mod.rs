@@ -12,6 +12,7 @@ mod introspection;
 mod keys;
 mod list;
 mod persistence;
+mod replication;
 pub mod reply;
 mod scripting;
 mod server;
@@ -55,6 +56,8 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         name if name.starts_with("script|") => return scripting::script_now(conn, spec, args),
         name if name.starts_with("function|") => return scripting::function_now(conn, spec, args),
         "bgrewriteaof" => persistence::bgrewriteaof(conn),
+        "psync" | "sync" => replication::sync(conn, args),
+        "replconf" => replication::replconf(conn, args),
         "multi" => transactions::multi(conn),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
@@ -144,6 +147,9 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "save" => persistence::save(conn).await,
         "bgsave" => persistence::bgsave(conn, args).await,
         "lastsave" => persistence::lastsave(conn),
+        "wait" => replication::wait_command(conn, args).await,
+        "role" => replication::role(conn).await,
+        "replicaof" | "slaveof" => replication::replicaof(conn, args).await,
         "client|list" => connection::client_list(conn, args).await,
         "client|kill" => connection::client_kill(conn, args).await,
         "scan" => keys::scan(conn, args).await,

@@ -135,7 +135,14 @@ fn process_cpu() -> (f64, f64) {
 }
 
 /// The INFO text for the requested sections.
-pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> String {
+/// What INFO shows of replication (gathered from core 0 beforehand).
+pub struct ReplicationInfo {
+    pub section: String,
+    /// sync_full, sync_partial_ok, sync_partial_err.
+    pub syncs: (u64, u64, u64),
+}
+
+pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &ReplicationInfo) -> String {
     let p = &core.process;
     let config = core.config();
     let want = |name: &str| sections.iter().any(|s| s == name);
@@ -202,13 +209,16 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 sum(|r| r.commands),
                 sum(|r| r.ops_per_sec),
                 sum(|r| r.net_in),
                 sum(|r| r.net_out),
                 sum(|r| r.rejected),
+                repl.syncs.0,
+                repl.syncs.1,
+                repl.syncs.2,
                 sum(|r| r.expired),
                 sum(|r| r.hits),
                 sum(|r| r.misses),
@@ -218,10 +228,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String]) -> Strin
         );
     }
     if want("replication") {
-        section(
-            "Replication",
-            format!("role:master\r\nconnected_slaves:0\r\nmaster_replid:{}\r\nmaster_repl_offset:0\r\n", p.run_id),
-        );
+        section("Replication", repl.section.clone());
     }
     if want("cpu") {
         let (user, sys) = process_cpu();
@@ -297,7 +304,15 @@ pub async fn info(conn: &mut Connection, args: Args<'_>) {
         sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
     }
     let reports: Vec<CoreReport> = call_all(&conn.core, report).await.into_iter().flatten().collect();
-    let text = render(&conn.core, &reports, &sections);
+    let repl = if sections.iter().any(|s| s == "replication" || s == "stats") {
+        ReplicationInfo {
+            section: crate::replication::info::section(&conn.core).await,
+            syncs: crate::replication::info::sync_stats(&conn.core).await,
+        }
+    } else {
+        ReplicationInfo { section: String::new(), syncs: (0, 0, 0) }
+    };
+    let text = render(&conn.core, &reports, &sections, &repl);
     reply(conn, |r| r.verbatim(text.as_bytes()));
 }
 

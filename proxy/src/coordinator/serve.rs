@@ -3,7 +3,7 @@
 //! once what it wrote is durable.
 
 use super::locks::until;
-use super::unit::{release_here, wait_for_release};
+use super::unit::{locked_here, release_here, wait_for_release};
 use crate::core::Core;
 use crate::mesh::{BatchReply, Envelope, Request, Response};
 use crate::persistence::aof::durable::durable;
@@ -25,7 +25,13 @@ pub fn serve(
                     Request::Batch(batch) => {
                         let mut reply = BatchReply::for_batch(&batch);
                         let locked = match (&batch.lock, batch.unit) {
-                            (Some((keys, whole)), Some(unit)) => core.locks.borrow_mut().try_lock(unit, keys, *whole),
+                            (Some((keys, whole)), Some(unit)) => {
+                                let locked = core.locks.borrow_mut().try_lock(unit, keys, *whole);
+                                if locked {
+                                    locked_here(&core, unit, keys, *whole);
+                                }
+                                locked
+                            }
                             _ => true,
                         };
                         if !locked || !core.execute_batch(&batch, &mut reply) {
@@ -36,6 +42,7 @@ pub fn serve(
                             glommio::spawn_local(async move {
                                 if let (false, Some((keys, whole)), Some(unit)) = (locked, &batch.lock, batch.unit) {
                                     until(&me.locks, |t| !t.try_lock(unit, keys, *whole)).await;
+                                    locked_here(&me, unit, keys, *whole);
                                 }
                                 while !me.execute_batch(&batch, &mut reply) {
                                     wait_for_release(&me).await;
@@ -70,8 +77,8 @@ pub fn serve(
                         core.unblock(id);
                         continue;
                     }
-                    Request::Release(unit, touch) => {
-                        release_here(&core, unit, touch);
+                    Request::Release(unit, touch, shards) => {
+                        release_here(&core, unit, touch, shards);
                         continue;
                     }
                 };

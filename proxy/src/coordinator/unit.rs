@@ -112,11 +112,12 @@ impl Unit {
     /// WATCH: multi-phase writes change values in place, out of sight of
     /// the command executor that touches keys.
     pub async fn release_touching(mut self, touch: bool) {
+        let count = self.shards.len() as u16;
         for shard in std::mem::take(&mut self.shards) {
             if shard == self.core.index {
-                release_here(&self.core, self.id, touch);
+                release_here(&self.core, self.id, touch, count);
             } else {
-                self.core.mesh.post(shard, Request::Release(self.id, touch)).await;
+                self.core.mesh.post(shard, Request::Release(self.id, touch, count)).await;
             }
         }
     }
@@ -136,13 +137,25 @@ impl Drop for Unit {
 
 async fn lock_here(core: Rc<Core>, id: UnitId, keys: Vec<DbKey>, whole: bool) {
     until(&core.locks, |table| !table.try_lock(id, &keys, whole)).await;
+    locked_here(&core, id, &keys, whole);
+}
+
+/// `id` took `keys` (or the whole shard) here: the replication feed, when
+/// there is one, learns whose work the effects on them are.
+pub fn locked_here(core: &Core, id: UnitId, keys: &[DbKey], whole: bool) {
+    if let Some(feed) = core.shard.borrow_mut().repl_feed() {
+        feed.hold(id, keys.iter().map(|(db, k)| (*db as usize, k.clone())), whole);
+    }
 }
 
 /// Lets go of `id`'s locks on this core; clients blocked on those keys get
 /// their chance now (a push inside the unit did not serve them).
-pub fn release_here(core: &Rc<Core>, id: UnitId, touch: bool) {
+pub fn release_here(core: &Rc<Core>, id: UnitId, touch: bool, shards: u16) {
     let keys = core.locks.borrow_mut().release(id);
     let mut shard = core.shard.borrow_mut();
+    if let Some(feed) = shard.repl_feed() {
+        feed.release(id, shards);
+    }
     for (db, key) in &keys {
         shard.signal_ready(*db as usize, key);
         if let (true, Some(watch)) = (touch, &mut shard.dbs[*db as usize].watch) {

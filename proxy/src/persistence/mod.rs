@@ -67,11 +67,36 @@ pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
 async fn save_here(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
     core.process.save_status.lock(false)?;
     let started = begin(core, background);
-    let result = match take_cut(core).await {
+    let result = match take_cut(core, None).await {
         Ok(cut) => finish(core, cut).await,
         Err(e) => Err(e),
     };
     end(core, background, started, result).await
+}
+
+/// A snapshot for replicas' full resync, into `dir/file_name`: the same
+/// cut and walk as BGSAVE, but it is not the dump (LASTSAVE, the save
+/// points' counters and INFO's bgsave status stay as they are). Returns
+/// the cut's sequence number, whose marker the replication stream carries.
+pub async fn save_for_replicas(core: &Rc<Core>, file_name: String) -> Result<u64, SaveError> {
+    let core = core.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    detached(async move {
+        core.process.save_status.lock(false)?;
+        log::notice("Starting BGSAVE for SYNC with target: disk");
+        let cut = take_cut(&core, Some(file_name)).await;
+        let result = match cut {
+            Ok(cut) => {
+                let _ = tx.send(cut.seq);
+                finish(&core, cut).await
+            }
+            Err(e) => Err(e),
+        };
+        core.process.save_status.unlock();
+        result.map_err(SaveError::Failed)
+    })
+    .await?;
+    rx.try_recv().map_err(|_| SaveError::Failed("no cut".into()))
 }
 
 /// BGSAVE: takes the cut, then returns while the shards write their parts
@@ -85,7 +110,7 @@ pub async fn bgsave(core: &Rc<Core>) -> Result<(), SaveError> {
 async fn bgsave_here(core: &Rc<Core>) -> Result<(), SaveError> {
     core.process.save_status.lock(false)?;
     let started = begin(core, true);
-    match take_cut(core).await {
+    match take_cut(core, None).await {
         Ok(cut) => {
             let core = core.clone();
             glommio::spawn_local(async move {
@@ -151,10 +176,10 @@ struct Cut {
 }
 
 /// Takes the cut on every shard and starts each shard's part writer.
-async fn take_cut(core: &Rc<Core>) -> Result<Cut, String> {
+async fn take_cut(core: &Rc<Core>, file_name: Option<String>) -> Result<Cut, String> {
     let (dir, file_name, compress, checksum) = {
         let c = core.config();
-        (PathBuf::from(&c.dir), c.dbfilename.clone(), c.rdbcompression, c.rdbchecksum)
+        (PathBuf::from(&c.dir), file_name.unwrap_or_else(|| c.dbfilename.clone()), c.rdbcompression, c.rdbchecksum)
     };
     let barrier = Arc::new(CutBarrier::new(core.count, CUT_TIMEOUT));
     let seq = core.process.save_status.sequence.fetch_add(1, Relaxed) + 1;
@@ -167,6 +192,11 @@ async fn take_cut(core: &Rc<Core>) -> Result<Cut, String> {
         }
         let mut shard = c.shard.borrow_mut();
         shard.begin_snapshot(cut_ms, compress);
+        // Replicas' stream: what each shard logged before this is in the
+        // snapshot, what it logs after is not.
+        if let Some(feed) = shard.repl_feed() {
+            feed.mark(shard::propagate::FeedItem::Cut(seq));
+        }
         c.save.dirty_at_cut.set(shard.dirty);
         drop(shard);
         let path = part_path(&cut_dir, c.index);

@@ -1,15 +1,24 @@
 //! Replication, Redis's PSYNC protocol both ways (ARCHITECTURE.md,
 //! "Replication").
 //!
-//! As a primary: every shard's effects (`shard::propagate`) travel as
-//! blocks (`block.rs`, compressed while a replica waits for its snapshot)
-//! to core 0's hub (`hub.rs`), which merges them into the one ordered
-//! stream, keeps the backlog every replica reads from (`backlog.rs`) and
-//! feeds each replica connection (`feed.rs`); `sync.rs` runs full and
-//! partial resyncs, `wait.rs` WAIT. As a replica (`replica/`): the link to
-//! the primary, the RDB it sends loaded into every shard in parallel, and
-//! the command stream applied on the owning cores.
+//! As a primary: every shard's effects (`shard::propagate`'s feed) travel
+//! as blocks (`block.rs`, compressed while a replica waits for its
+//! snapshot) to core 0's hub (`hub.rs`), which merges them into the one
+//! ordered stream (`merge.rs`), keeps it in the backlog every replica reads
+//! from (`backlog.rs`, `primary.rs`); `sync.rs` runs a replica's full or
+//! partial resync and feeds it, `wait.rs` is WAIT, `info.rs` INFO
+//! replication and ROLE. As a replica (`replica/`): the link to the
+//! primary, the RDB it sends loaded into every shard in parallel, and the
+//! command stream applied on the owning cores.
 
+pub mod backlog;
 pub mod block;
+pub mod handoff;
+pub mod hub;
+pub mod info;
+pub mod merge;
+pub mod primary;
 pub mod replica;
 pub mod state;
+pub mod sync;
+pub mod wait;

@@ -25,7 +25,7 @@ impl Future for EffectsPending<'_> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut shard = self.0.shard.borrow_mut();
         // Effects switched off (CONFIG SET appendonly no): the writer ends.
-        let Some(log) = shard.effects.as_deref_mut() else { return Poll::Ready(()) };
+        let Some(log) = shard.effects.as_deref_mut().filter(|log| log.aof) else { return Poll::Ready(()) };
         if !log.buf.is_empty() {
             return Poll::Ready(());
         }
@@ -190,15 +190,10 @@ pub async fn turn_off(core: &Rc<Core>) {
         c.aof.enabled.set(false);
         {
             let mut shard = c.shard.borrow_mut();
-            if let Some(mut log) = shard.effects.take() {
-                if let Some(w) = log.waker.take() {
-                    w.wake();
-                }
+            if let Some(w) = shard.effects.as_deref_mut().and_then(|log| log.waker.take()) {
+                w.wake();
             }
-            for db in &mut shard.dbs {
-                db.log_expired = false;
-                db.expired_log.clear();
-            }
+            shard.disable_aof_effects();
         }
         *c.aof.file.borrow_mut() = None;
         c.aof.set_durable(u64::MAX);

@@ -1,0 +1,213 @@
+//! The stream's two ends on the primary: every shard's feed task, which
+//! seals its effects into blocks (compressing them on the core that made
+//! them) and ships them to core 0, and core 0's hub, which merges them into
+//! the stream, enforces the replicas' output buffer limits, pings the
+//! replicas and expires the backlog.
+
+use super::block::Block;
+use super::merge::Shipped;
+use super::primary::Primary;
+use crate::coordinator::dispatch::{call, call_all};
+use crate::core::Core;
+use crate::log;
+use shard::propagate::FeedItem;
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// Core 0 holds the stream.
+pub const HUB: usize = 0;
+
+/// A new replication id: 40 random hex digits, as Redis's.
+pub fn new_replid() -> String {
+    let mut bytes = [0u8; 20];
+    // SAFETY: getrandom writes at most `len` bytes into the buffer.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        let t = shard::unix_ms() ^ ((std::process::id() as u64) << 32);
+        bytes[..8].copy_from_slice(&t.to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Starts the stream the first time a replica arrives: the hub on core 0,
+/// then every shard's feed (from here on, each write is in the stream).
+/// Redis too creates its backlog with the first replica.
+pub async fn ensure_started(core: &Rc<Core>) {
+    let created = call(core, HUB, |c| {
+        let mut primary = c.repl.primary.borrow_mut();
+        if primary.is_some() {
+            return false;
+        }
+        let replica = crate::replication::replica::promoted_ids(c);
+        let (replid2, offset, second) = match replica {
+            Some((old, offset)) => (old, offset, offset as i64 + 1),
+            None => ("0".repeat(40), 0, -1),
+        };
+        *primary = Some(Primary::new(c.count, new_replid(), replid2, offset, second));
+        true
+    })
+    .await
+    .unwrap_or(false);
+    if created {
+        call(core, HUB, |c| {
+            glommio::spawn_local(cron(c.clone())).detach();
+        })
+        .await;
+    }
+    call_all(core, |c| {
+        if !c.repl.feeding.replace(true) {
+            let size = c.config().replica_output_buffer_block_size as usize;
+            c.shard.borrow_mut().enable_repl_feed(size);
+            glommio::spawn_local(feed(c.clone())).detach();
+        }
+    })
+    .await;
+}
+
+/// A shard's feed task: whenever the shard has items, seals them and ships
+/// them to the hub (one mesh message per batch, in the shard's order).
+async fn feed(core: Rc<Core>) {
+    loop {
+        poll_fn(|cx| {
+            let mut shard = core.shard.borrow_mut();
+            match shard.repl_feed() {
+                Some(feed) if !feed.is_empty() => Poll::Ready(()),
+                Some(feed) => {
+                    feed.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+                None => Poll::Ready(()),
+            }
+        })
+        .await;
+        if core.process.shutting_down() {
+            return;
+        }
+        ship(&core).await;
+    }
+}
+
+/// Ships what this shard's feed holds now; resolves once the hub has it.
+async fn ship(core: &Rc<Core>) {
+    let (first, items) = match core.shard.borrow_mut().repl_feed() {
+        Some(feed) => feed.take(),
+        None => return,
+    };
+    if items.is_empty() {
+        return;
+    }
+    let count = items.len() as u64;
+    let compression = codec(core);
+    let shipped: Vec<Shipped> = items
+        .into_iter()
+        .map(|item| match item {
+            FeedItem::Effects(bytes) => Shipped::Block(match compression {
+                Some((c, level)) => Block::seal(&bytes, c, level),
+                None => Block::raw(bytes),
+            }),
+            FeedItem::UnitPart { unit, bytes } => Shipped::UnitPart { unit, bytes },
+            FeedItem::UnitEnd { unit, shards } => Shipped::UnitEnd { unit, shards },
+            FeedItem::Cut(seq) => Shipped::Cut(seq),
+        })
+        .collect();
+    let from = core.index;
+    call(core, HUB, move |c| absorb(c, from, shipped)).await;
+    core.repl.acked.set(first + count);
+}
+
+/// Every shard's items up to now: (shard's count to reach) for WAIT.
+pub async fn flush_marks(core: &Rc<Core>) -> Vec<u64> {
+    call_all(core, |c| match c.shard.borrow_mut().repl_feed() {
+        Some(feed) => {
+            feed.close();
+            if let Some(w) = feed.waker.take() {
+                w.wake();
+            }
+            feed.shipped + feed.items.len() as u64
+        }
+        None => 0,
+    })
+    .await
+    .into_iter()
+    .map(Option::unwrap_or_default)
+    .collect()
+}
+
+/// Whether every shard's hub has what `marks` names.
+pub async fn flushed(core: &Rc<Core>, marks: &[u64]) -> bool {
+    let marks = marks.to_vec();
+    call_all(core, move |c| c.repl.acked.get() >= marks[c.index]).await.into_iter().all(|ok| ok.unwrap_or(true))
+}
+
+/// The codec for this shard's blocks now, if any.
+fn codec(core: &Core) -> Option<(shard::config::ReplCompression, i32)> {
+    let config = core.config();
+    let c = config.replica_output_buffer_compression;
+    (core.repl.compress.get() && c != shard::config::ReplCompression::No)
+        .then_some((c, config.replica_output_buffer_compression_level))
+}
+
+/// On the hub: a shard's items join the stream.
+fn absorb(core: &Rc<Core>, shard: usize, items: Vec<Shipped>) {
+    let compression = codec(core).unwrap_or((shard::config::ReplCompression::No, 0));
+    let mut primary = core.repl.primary.borrow_mut();
+    let Some(p) = primary.as_mut() else { return };
+    p.absorb(shard, items, compression);
+    enforce_limits(core, p);
+}
+
+/// Marks replicas over their output buffer limit (their feeders close
+/// them) and trims the backlog.
+pub fn enforce_limits(core: &Core, p: &mut Primary) {
+    let (limit, backlog_size) = {
+        let c = core.config();
+        (c.client_output_buffer_limit.replica, c.repl_backlog_size)
+    };
+    for client in p.enforce(&limit, backlog_size, Instant::now()) {
+        log::warning(&format!("Client {client} scheduled to be closed ASAP for overcoming of output buffer limits."));
+    }
+}
+
+/// Turns compression of new blocks on every shard on while some replica
+/// waits for its snapshot.
+pub async fn refresh_compression(core: &Rc<Core>) {
+    let syncing = call(core, HUB, |c| {
+        c.repl.primary.borrow().as_ref().is_some_and(|p| {
+            p.replicas.iter().any(|r| r.state != super::primary::LinkState::Online && !r.killed)
+        })
+    })
+    .await
+    .unwrap_or(false);
+    call_all(core, move |c| c.repl.compress.set(syncing)).await;
+}
+
+/// The hub's timer: a PING into the stream every repl-ping-replica-period
+/// (replicas time out on silence), soft limits, and the backlog's TTL.
+async fn cron(core: Rc<Core>) {
+    let mut last_ping = Instant::now();
+    while !core.process.shutting_down() {
+        glommio::timer::sleep(Duration::from_millis(100)).await;
+        let (period, ttl) = {
+            let c = core.config();
+            (c.repl_ping_replica_period, c.repl_backlog_ttl)
+        };
+        let mut primary = core.repl.primary.borrow_mut();
+        let Some(p) = primary.as_mut() else { return };
+        if !p.replicas.is_empty() && last_ping.elapsed() >= Duration::from_secs(period) {
+            last_ping = Instant::now();
+            p.append(Block::raw(b"*1\r\n$4\r\nPING\r\n".to_vec()));
+        }
+        enforce_limits(&core, p);
+        if p.replicas.is_empty() {
+            let since = *p.alone_since.get_or_insert_with(Instant::now);
+            if ttl > 0 && since.elapsed() >= Duration::from_secs(ttl) && p.backlog.histlen() > 0 {
+                p.backlog.trim(0, None);
+                log::notice(&format!("Replication backlog freed after {ttl} seconds without connected replicas."));
+            }
+        } else {
+            p.alone_since = None;
+        }
+    }
+}

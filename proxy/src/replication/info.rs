@@ -1,0 +1,108 @@
+//! INFO replication and ROLE, as Redis 7.0 words them; each replica's
+//! line also says what its output buffer holds (raw and in memory).
+
+use super::hub::HUB;
+use super::primary::LinkState;
+use crate::coordinator::dispatch::call;
+use crate::core::Core;
+use std::fmt::Write;
+use std::rc::Rc;
+
+/// ROLE of a primary: its offset and each replica's (ip, port, ack).
+pub struct PrimaryRole {
+    pub offset: u64,
+    pub replicas: Vec<(String, u16, u64)>,
+}
+
+pub async fn primary_role(core: &Rc<Core>) -> PrimaryRole {
+    call(core, HUB, |c| {
+        let primary = c.repl.primary.borrow();
+        match primary.as_ref() {
+            None => PrimaryRole { offset: 0, replicas: Vec::new() },
+            Some(p) => PrimaryRole {
+                offset: p.backlog.end,
+                replicas: p
+                    .replicas
+                    .iter()
+                    .filter(|r| r.state == LinkState::Online)
+                    .map(|r| (r.ip.clone(), r.listening_port, r.ack))
+                    .collect(),
+            },
+        }
+    })
+    .await
+    .unwrap_or(PrimaryRole { offset: 0, replicas: Vec::new() })
+}
+
+/// The section's text (without its `# Replication` header).
+pub async fn section(core: &Rc<Core>) -> String {
+    let mut out = String::new();
+    if super::replica::is_replica(core) {
+        out.push_str("role:slave\r\n");
+        super::replica::info_lines(core, &mut out);
+    } else {
+        out.push_str("role:master\r\n");
+    }
+    let (backlog_size, min_to_write, max_lag) = {
+        let c = core.config();
+        (c.repl_backlog_size, c.min_replicas_to_write, c.min_replicas_max_lag)
+    };
+    let primary = call(core, HUB, move |c| {
+        let primary = c.repl.primary.borrow();
+        let mut out = String::new();
+        let Some(p) = primary.as_ref() else {
+            let replid = super::hub::new_replid();
+            return format!(
+                "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+                "0".repeat(40)
+            );
+        };
+        let now = std::time::Instant::now();
+        let good = p.replicas.iter().filter(|r| now.duration_since(r.ack_at).as_secs() <= max_lag).count();
+        if min_to_write > 0 {
+            let _ = write!(out, "min_slaves_good_slaves:{good}\r\n");
+        }
+        let _ = write!(out, "connected_slaves:{}\r\n", p.replicas.len());
+        for (i, r) in p.replicas.iter().enumerate() {
+            let (held, raw) = p.backlog.held_from(r.pos);
+            let ratio = if held > 0 { raw as f64 / held as f64 } else { 1.0 };
+            let peak_ratio = if r.peak_held > 0 { r.peak_raw as f64 / r.peak_held as f64 } else { 1.0 };
+            let _ = write!(
+                out,
+                "slave{i}:ip={},port={},state={},offset={},lag={},buffer_raw={raw},buffer_held={held},buffer_ratio={ratio:.2},buffer_peak_raw={},buffer_peak_held={},buffer_peak_ratio={peak_ratio:.2}\r\n",
+                r.ip,
+                r.listening_port,
+                r.state.name(),
+                r.ack,
+                now.duration_since(r.ack_at).as_secs(),
+                r.peak_raw,
+                r.peak_held,
+            );
+        }
+        let first = if p.backlog.histlen() > 0 { p.backlog.first() + 1 } else { 0 };
+        let stream_ratio = if p.held_in > 0 { p.raw_in as f64 / p.held_in as f64 } else { 1.0 };
+        let _ = write!(
+            out,
+            "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:1\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{}\r\nrepl_stream_compression_ratio:{stream_ratio:.2}\r\n",
+            p.replid,
+            p.replid2,
+            p.backlog.end,
+            p.second_offset,
+            p.backlog.histlen(),
+        );
+        out
+    })
+    .await
+    .unwrap_or_default();
+    out.push_str(&primary);
+    out
+}
+
+/// INFO stats' sync_full, sync_partial_ok, sync_partial_err.
+pub async fn sync_stats(core: &Rc<Core>) -> (u64, u64, u64) {
+    call(core, HUB, |c| {
+        c.repl.primary.borrow().as_ref().map_or((0, 0, 0), |p| (p.stats.full, p.stats.partial_ok, p.stats.partial_err))
+    })
+    .await
+    .unwrap_or((0, 0, 0))
+}

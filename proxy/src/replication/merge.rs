@@ -1,0 +1,277 @@
+//! Every shard's feed merged into the one ordered replication stream (a
+//! leaf: plain data, no I/O).
+//!
+//! Each shard's items arrive in the order the shard made them. Ordinary
+//! items go out in that order, interleaved freely across shards (their keys
+//! are disjoint). A coordinator unit's parts are held until every shard it
+//! spans has released it, then go out as one MULTI/EXEC. That is safe
+//! because of strict two-phase locking:
+//! - on a shard, an item between the unit's first part and its end marker
+//!   ran while the unit held its keys, so it commutes with the unit;
+//! - an item after the end marker may not: the shard's queue stops at the
+//!   marker until the unit has gone out;
+//! - a unit goes out once its end marker is in every shard's queue and, on
+//!   every shard where it wrote, its first part has been reached (whatever
+//!   came before it there is out). A queue stopped at another unit's end
+//!   never waits on this one in a circle: that would need a unit that
+//!   locked a shard after releasing another.
+//!
+//! A snapshot's cut is a marker on every shard: each queue stops at it
+//! until all have reached it, and the stream's offset there is where the
+//! snapshot's replica starts.
+
+use super::block::Block;
+use std::collections::{HashMap, VecDeque};
+
+/// One item as a shard ships it to the hub.
+pub enum Shipped {
+    Block(Block),
+    UnitPart { unit: u64, bytes: Vec<u8> },
+    UnitEnd { unit: u64, shards: u16 },
+    Cut(u64),
+}
+
+/// What the stream gets next.
+pub enum Emitted {
+    Block(Block),
+    /// A unit's parts, to go out between MULTI and EXEC.
+    Unit(Vec<Vec<u8>>),
+    /// Snapshot `seq`'s cut is here.
+    Cut(u64),
+}
+
+#[derive(Default)]
+struct UnitState {
+    parts: Vec<Vec<u8>>,
+    /// Shards where the unit's parts have started being collected.
+    reached: Vec<usize>,
+    ends: u16,
+    shards: u16,
+}
+
+pub struct Merger {
+    queues: Vec<VecDeque<Shipped>>,
+    units: HashMap<u64, UnitState>,
+}
+
+impl Merger {
+    pub fn new(shards: usize) -> Merger {
+        Merger { queues: (0..shards).map(|_| VecDeque::new()).collect(), units: HashMap::new() }
+    }
+
+    /// Items of `shard`, in its order.
+    pub fn push(&mut self, shard: usize, items: impl IntoIterator<Item = Shipped>) {
+        for item in items {
+            if let Shipped::UnitEnd { unit, shards } = &item {
+                let u = self.units.entry(*unit).or_default();
+                u.ends += 1;
+                u.shards = *shards;
+            }
+            self.queues[shard].push_back(item);
+        }
+    }
+
+    /// Moves everything that may go out now into `out`, in stream order.
+    pub fn drain(&mut self, out: &mut Vec<Emitted>) {
+        loop {
+            let mut progress = false;
+            for s in 0..self.queues.len() {
+                progress |= self.advance(s, out);
+            }
+            progress |= self.cut(out);
+            progress |= self.finish_units(out);
+            if !progress {
+                return;
+            }
+        }
+    }
+
+    /// Pops `shard`'s queue up to a marker it must stop at.
+    fn advance(&mut self, shard: usize, out: &mut Vec<Emitted>) -> bool {
+        let mut progress = false;
+        while let Some(head) = self.queues[shard].front() {
+            match head {
+                Shipped::Block(_) => {
+                    if let Some(Shipped::Block(b)) = self.queues[shard].pop_front() {
+                        out.push(Emitted::Block(b));
+                    }
+                }
+                Shipped::UnitPart { .. } => {
+                    if let Some(Shipped::UnitPart { unit, bytes }) = self.queues[shard].pop_front() {
+                        let u = self.units.entry(unit).or_default();
+                        if !u.reached.contains(&shard) {
+                            u.reached.push(shard);
+                        }
+                        u.parts.push(bytes);
+                    }
+                }
+                Shipped::UnitEnd { .. } | Shipped::Cut(_) => return progress,
+            }
+            progress = true;
+        }
+        progress
+    }
+
+    /// Every queue at the same cut: it goes out, the queues go on.
+    fn cut(&mut self, out: &mut Vec<Emitted>) -> bool {
+        let seq = match self.queues.first().and_then(|q| q.front()) {
+            Some(Shipped::Cut(seq)) => *seq,
+            _ => return false,
+        };
+        if !self.queues.iter().all(|q| matches!(q.front(), Some(Shipped::Cut(s)) if *s == seq)) {
+            return false;
+        }
+        for q in &mut self.queues {
+            q.pop_front();
+        }
+        out.push(Emitted::Cut(seq));
+        true
+    }
+
+    /// Sends out every unit whose end is everywhere and whose parts can all
+    /// be taken.
+    fn finish_units(&mut self, out: &mut Vec<Emitted>) -> bool {
+        let ready: Vec<u64> = self
+            .units
+            .iter()
+            .filter(|(_, u)| u.shards > 0 && u.ends == u.shards)
+            .map(|(&id, _)| id)
+            .filter(|&id| self.takeable(id))
+            .collect();
+        for &id in &ready {
+            let mut state = self.units.remove(&id).unwrap_or_default();
+            for q in &mut self.queues {
+                let mut i = 0;
+                while i < q.len() {
+                    match &q[i] {
+                        Shipped::UnitPart { unit, .. } if *unit == id => {
+                            if let Some(Shipped::UnitPart { bytes, .. }) = q.remove(i) {
+                                state.parts.push(bytes);
+                            }
+                        }
+                        Shipped::UnitEnd { unit, .. } if *unit == id => {
+                            q.remove(i);
+                            break;
+                        }
+                        _ => i += 1,
+                    }
+                }
+            }
+            if !state.parts.is_empty() {
+                out.push(Emitted::Unit(state.parts));
+            }
+        }
+        !ready.is_empty()
+    }
+
+    /// On every shard, the unit's parts still queued come after its first
+    /// part was reached (or it has none there).
+    fn takeable(&self, id: u64) -> bool {
+        let reached = &self.units[&id].reached;
+        self.queues.iter().enumerate().all(|(s, q)| {
+            reached.contains(&s)
+                || !q
+                    .iter()
+                    .take_while(|item| !matches!(item, Shipped::UnitEnd { unit, .. } if *unit == id))
+                    .any(|item| matches!(item, Shipped::UnitPart { unit, .. } if *unit == id))
+        })
+    }
+
+    /// Raw bytes held in the queues (waiting behind a unit or a cut).
+    pub fn pending(&self) -> usize {
+        let queued: usize = self
+            .queues
+            .iter()
+            .flatten()
+            .map(|item| match item {
+                Shipped::Block(b) => b.held(),
+                Shipped::UnitPart { bytes, .. } => bytes.len(),
+                _ => 0,
+            })
+            .sum();
+        queued + self.units.values().flat_map(|u| &u.parts).map(Vec::len).sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(s: &str) -> Shipped {
+        Shipped::Block(Block::raw(s.as_bytes().to_vec()))
+    }
+
+    fn part(unit: u64, s: &str) -> Shipped {
+        Shipped::UnitPart { unit, bytes: s.as_bytes().to_vec() }
+    }
+
+    fn end(unit: u64, shards: u16) -> Shipped {
+        Shipped::UnitEnd { unit, shards }
+    }
+
+    fn text(out: &[Emitted]) -> Vec<String> {
+        out.iter()
+            .map(|e| match e {
+                Emitted::Block(b) => {
+                    let mut v = Vec::new();
+                    b.decode_into(&mut v).unwrap();
+                    String::from_utf8(v).unwrap()
+                }
+                Emitted::Unit(parts) => {
+                    format!("[{}]", parts.iter().map(|p| String::from_utf8_lossy(p)).collect::<Vec<_>>().join(","))
+                }
+                Emitted::Cut(seq) => format!("cut{seq}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_unit_waits_for_every_part_and_what_follows_it_waits_for_the_unit() {
+        let mut m = Merger::new(2);
+        let mut out = Vec::new();
+        m.push(0, [block("a"), part(7, "u0"), end(7, 2), block("after0")]);
+        m.push(1, [block("b")]);
+        m.drain(&mut out);
+        assert_eq!(text(&out), ["a", "b"]);
+        m.push(1, [part(7, "u1"), block("during1"), end(7, 2), block("after1")]);
+        m.drain(&mut out);
+        assert_eq!(text(&out), ["a", "b", "during1", "[u0,u1]", "after0", "after1"]);
+    }
+
+    #[test]
+    fn units_released_in_different_orders_do_not_wait_on_each_other() {
+        // Units 1 and 2 held disjoint keys on both shards at once and were
+        // released in opposite orders.
+        let mut m = Merger::new(2);
+        let mut out = Vec::new();
+        m.push(0, [part(1, "1a"), part(2, "2a"), end(1, 2), end(2, 2)]);
+        m.push(1, [part(1, "1b"), part(2, "2b"), end(2, 2), end(1, 2)]);
+        m.drain(&mut out);
+        let mut got = text(&out);
+        got.sort();
+        assert_eq!(got, ["[1a,1b]", "[2a,2b]"]);
+    }
+
+    #[test]
+    fn a_cut_goes_out_once_every_shard_reached_it() {
+        let mut m = Merger::new(2);
+        let mut out = Vec::new();
+        m.push(0, [block("a"), Shipped::Cut(3), block("c")]);
+        m.drain(&mut out);
+        assert_eq!(text(&out), ["a"]);
+        m.push(1, [block("b"), Shipped::Cut(3), block("d")]);
+        m.drain(&mut out);
+        assert_eq!(text(&out), ["a", "b", "cut3", "c", "d"]);
+    }
+
+    #[test]
+    fn a_unit_with_no_writes_leaves_nothing() {
+        let mut m = Merger::new(2);
+        let mut out = Vec::new();
+        m.push(0, [end(4, 2), block("x")]);
+        m.push(1, [end(4, 2)]);
+        m.drain(&mut out);
+        assert_eq!(text(&out), ["x"]);
+        assert_eq!(m.pending(), 0);
+    }
+}

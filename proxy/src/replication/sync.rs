@@ -1,0 +1,357 @@
+//! A replica's connection after SYNC/PSYNC: a partial resync from the
+//! backlog or a full one (snapshot, then the stream from its cut), then
+//! the stream as it grows. The connection stays on its own core and reads
+//! the stream from core 0's backlog; the blocks it gets are shared, not
+//! copied, and decompressed here as they are sent.
+
+use super::handoff::{ReplicaHello, SyncRequest};
+use super::hub::{ensure_started, refresh_compression, HUB};
+use super::primary::{LinkState, ReplicaLink};
+use crate::coordinator::dispatch::call;
+use crate::core::Core;
+use crate::log;
+use crate::mesh::{Request, Response, TaskFn};
+use crate::persistence::{save_for_replicas, SaveError};
+use crate::resp::{Limits, Parsed, RequestParser};
+use crate::stream::ClientStream;
+use futures_lite::{AsyncRead, AsyncWriteExt};
+use std::future::Future;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// Stream bytes sent per write at most.
+const SEND_CHUNK: usize = 256 << 10;
+/// How long a feeder's request for more stream waits on the hub.
+const POLL_WAIT: Duration = Duration::from_millis(500);
+
+/// Who the replica is, for the hub's link record.
+pub struct Peer {
+    pub id: u64,
+    pub ip: String,
+    pub hello: ReplicaHello,
+}
+
+/// Serves a replica until its link ends. `input`: bytes it sent after PSYNC.
+pub async fn serve_replica(core: &Rc<Core>, stream: &mut ClientStream, peer: Peer, request: SyncRequest, input: Vec<u8>) {
+    ensure_started(core).await;
+    let id = peer.id;
+    let started = start(core, stream, &peer, request).await;
+    if let Some(pos) = started {
+        log::notice(&format!("Synchronization with replica {}:{} succeeded", peer.ip, peer.hello.listening_port));
+        stream_to(core, stream, id, pos, input).await;
+    }
+    call(core, HUB, move |c| {
+        if let Some(p) = c.repl.primary.borrow_mut().as_mut() {
+            p.replicas.retain(|r| r.id != id);
+            p.wake_ack_waiters();
+        }
+    })
+    .await;
+    refresh_compression(core).await;
+    log::notice(&format!("Connection with replica {}:{} lost.", peer.ip, peer.hello.listening_port));
+}
+
+/// The resync: returns the stream position to go on from, `None` when the
+/// link ended.
+async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request: SyncRequest) -> Option<u64> {
+    let (replid, offset, psync) = match request {
+        SyncRequest::Psync { replid, offset } => (replid, offset, true),
+        SyncRequest::Sync => (String::new(), -1, false),
+    };
+    let link = |pos: u64, state: LinkState| ReplicaLink {
+        id: peer.id,
+        ip: peer.ip.clone(),
+        listening_port: peer.hello.listening_port,
+        state,
+        pos,
+        ack: 0,
+        ack_at: Instant::now(),
+        killed: false,
+        soft_since: None,
+        waker: None,
+        peak_held: 0,
+        peak_raw: 0,
+    };
+    // Partial: the replica's history is ours and still in the backlog.
+    let continued = {
+        let (link, replid) = (link(0, LinkState::Online), replid.clone());
+        call(core, HUB, move |c| {
+            let mut primary = c.repl.primary.borrow_mut();
+            let p = primary.as_mut()?;
+            let pos = (offset - 1).max(0) as u64;
+            if psync && offset > 0 && p.can_continue(&replid, pos) {
+                p.stats.partial_ok += 1;
+                p.replicas.push(ReplicaLink { pos, ack: pos, ..link });
+                return Some((pos, p.replid.clone(), p.backlog.end));
+            }
+            if psync && replid != "?" {
+                p.stats.partial_err += 1;
+            }
+            None
+        })
+        .await
+        .flatten()
+    };
+    if let Some((pos, ours, end)) = continued {
+        log::notice(&format!(
+            "Partial resynchronization request from {}:{} accepted. Sending {} bytes of backlog starting from offset {}.",
+            peer.ip,
+            peer.hello.listening_port,
+            end - pos,
+            pos + 1
+        ));
+        let line = if peer.hello.capa_psync2 { format!("+CONTINUE {ours}\r\n") } else { "+CONTINUE\r\n".into() };
+        return stream.write_all(line.as_bytes()).await.ok().map(|_| pos);
+    }
+    full_sync(core, stream, peer, psync, link(0, LinkState::WaitBgsave)).await
+}
+
+/// A full resync: snapshot, +FULLRESYNC with the cut's offset, the file,
+/// then the stream from the cut.
+async fn full_sync(
+    core: &Rc<Core>,
+    stream: &mut ClientStream,
+    peer: &Peer,
+    psync: bool,
+    link: ReplicaLink,
+) -> Option<u64> {
+    let id = peer.id;
+    log::notice(&format!("Replica {}:{} asks for synchronization", peer.ip, peer.hello.listening_port));
+    // Registered before the cut, at the stream's end: nothing after it is
+    // dropped until the cut's position is known.
+    call(core, HUB, move |c| {
+        if let Some(p) = c.repl.primary.borrow_mut().as_mut() {
+            p.stats.full += 1;
+            p.replicas.push(ReplicaLink { pos: p.backlog.end, ..link });
+        }
+    })
+    .await;
+    refresh_compression(core).await;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let file = format!("temp-replsync-{}-{}.rdb", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let path = std::path::Path::new(&core.config().dir).join(&file);
+    let mut keepalive = Instant::now();
+    let seq = loop {
+        let save = save_for_replicas(core, file.clone());
+        match futures_lite::future::or(async { Some(save.await) }, async {
+            // Redis sends newlines while the replica waits: its read timeout
+            // stays quiet.
+            glommio::timer::sleep(Duration::from_secs(1)).await;
+            None
+        })
+        .await
+        {
+            Some(Ok(seq)) => break seq,
+            Some(Err(SaveError::InProgress | SaveError::Rewriting)) => {
+                glommio::timer::sleep(Duration::from_millis(20)).await;
+            }
+            Some(Err(SaveError::Failed(e))) => {
+                log::warning(&format!("BGSAVE for replication failed: {e}"));
+                let _ = std::fs::remove_file(&path);
+                return None;
+            }
+            None => {}
+        }
+        if keepalive.elapsed() >= Duration::from_secs(1) {
+            keepalive = Instant::now();
+            if stream.write_all(b"\n").await.is_err() {
+                return None;
+            }
+        }
+    };
+    let sent = send_snapshot(core, stream, peer, psync, seq, &path).await;
+    let _ = std::fs::remove_file(&path);
+    let pos = sent?;
+    call(core, HUB, move |c| {
+        if let Some(r) = c.repl.primary.borrow_mut().as_mut().and_then(|p| p.link(id)) {
+            r.state = LinkState::Online;
+        }
+    })
+    .await;
+    refresh_compression(core).await;
+    Some(pos)
+}
+
+/// Waits for the cut's stream position, answers +FULLRESYNC and sends the
+/// file. Returns the position the stream goes on from.
+async fn send_snapshot(
+    core: &Rc<Core>,
+    stream: &mut ClientStream,
+    peer: &Peer,
+    psync: bool,
+    seq: u64,
+    path: &std::path::Path,
+) -> Option<u64> {
+    let id = peer.id;
+    let (replid, pos) = loop {
+        let found = call(core, HUB, move |c| {
+            let mut primary = c.repl.primary.borrow_mut();
+            let p = primary.as_mut()?;
+            let (_, pos) = *p.cuts.iter().find(|(s, _)| *s == seq)?;
+            let link = p.link(id)?;
+            link.pos = pos;
+            link.ack = pos;
+            link.state = LinkState::SendBulk;
+            Some((p.replid.clone(), pos))
+        })
+        .await
+        .flatten();
+        match found {
+            Some(f) => break f,
+            None => glommio::timer::sleep(Duration::from_millis(1)).await,
+        }
+    };
+    let rdb = std::fs::read(path).ok()?;
+    let diskless = core.config().repl_diskless_sync && peer.hello.capa_eof;
+    let mut head = String::new();
+    if psync {
+        head.push_str(&format!("+FULLRESYNC {replid} {pos}\r\n"));
+    }
+    let mark = super::hub::new_replid();
+    if diskless {
+        head.push_str(&format!("$EOF:{mark}\r\n"));
+    } else {
+        head.push_str(&format!("${}\r\n", rdb.len()));
+    }
+    stream.write_all(head.as_bytes()).await.ok()?;
+    for chunk in rdb.chunks(SEND_CHUNK) {
+        stream.write_all(chunk).await.ok()?;
+    }
+    if diskless {
+        stream.write_all(mark.as_bytes()).await.ok()?;
+    }
+    log::notice(&format!(
+        "Synchronization with replica {}:{}: sent {} bytes of snapshot",
+        peer.ip,
+        peer.hello.listening_port,
+        rdb.len()
+    ));
+    Some(pos)
+}
+
+/// What the feeder waits for.
+enum Event {
+    Stream(Option<Fetched>),
+    Read(std::io::Result<usize>),
+}
+
+/// Stream from the backlog: blocks with their leading bytes to skip.
+struct Fetched {
+    blocks: Vec<(std::sync::Arc<super::block::Block>, usize)>,
+    killed: bool,
+}
+
+/// Sends the stream from `pos` as it grows, reading the replica's
+/// REPLCONF ACKs meanwhile, until the link ends or it is cut off.
+async fn stream_to(core: &Rc<Core>, stream: &mut ClientStream, id: u64, mut pos: u64, mut input: Vec<u8>) {
+    let mut filled = input.len();
+    input.resize(filled.max(4096), 0);
+    let mut parser = RequestParser::new();
+    let mut out = Vec::new();
+    loop {
+        let mut fetch = Box::pin(fetch(core, id, pos));
+        loop {
+            read_acks(core, id, &mut parser, &mut input, &mut filled).await;
+            if filled == input.len() {
+                input.resize(input.len() * 2, 0);
+            }
+            let event = poll_fn(|cx| {
+                if let Poll::Ready(f) = fetch.as_mut().poll(cx) {
+                    return Poll::Ready(Event::Stream(f));
+                }
+                Pin::new(&mut *stream).poll_read(cx, &mut input[filled..]).map(Event::Read)
+            })
+            .await;
+            match event {
+                Event::Read(Ok(0)) | Event::Read(Err(_)) => return,
+                Event::Read(Ok(n)) => filled += n,
+                Event::Stream(None) => return,
+                Event::Stream(Some(f)) if f.killed => return,
+                Event::Stream(Some(f)) => {
+                    out.clear();
+                    for (block, skip) in f.blocks {
+                        let start = out.len();
+                        if block.decode_into(&mut out).is_err() {
+                            return;
+                        }
+                        out.drain(start..start + skip);
+                    }
+                    if stream.write_all(&out).await.is_err() {
+                        return;
+                    }
+                    pos += out.len() as u64;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The stream after `pos`, waiting on the hub up to `POLL_WAIT` for some.
+async fn fetch(core: &Rc<Core>, id: u64, pos: u64) -> Option<Fetched> {
+    let task: TaskFn<Core> = Box::new(move |c| {
+        Box::pin(async move {
+            let deadline = glommio::timer::sleep(POLL_WAIT);
+            futures_lite::pin!(deadline);
+            let fetched = poll_fn(|cx| {
+                let mut primary = c.repl.primary.borrow_mut();
+                let Some(p) = primary.as_mut() else { return Poll::Ready(None) };
+                let end = p.backlog.end;
+                let (blocks, first) = (p.backlog.read_from(pos, SEND_CHUNK), p.backlog.first());
+                let Some(link) = p.link(id) else { return Poll::Ready(None) };
+                link.pos = pos;
+                if link.killed || pos < first {
+                    return Poll::Ready(Some(Fetched { blocks: Vec::new(), killed: true }));
+                }
+                if pos < end || deadline.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Some(Fetched { blocks, killed: false }));
+                }
+                link.waker = Some(cx.waker().clone());
+                Poll::Pending
+            })
+            .await;
+            Box::new(fetched) as Box<dyn std::any::Any + Send>
+        })
+    });
+    if core.index == HUB {
+        let fut = task(core.clone());
+        return fut.await.downcast::<Option<Fetched>>().ok().and_then(|b| *b);
+    }
+    match core.mesh.send(HUB, Request::Task(task)).await.await {
+        Response::Call(any) => any.downcast::<Option<Fetched>>().ok().and_then(|b| *b),
+        _ => None,
+    }
+}
+
+/// Takes the REPLCONF ACKs the replica sent, recording the last offset.
+async fn read_acks(core: &Rc<Core>, id: u64, parser: &mut RequestParser, input: &mut [u8], filled: &mut usize) {
+    let limits = Limits { proto_max_bulk_len: 1 << 20, unauthenticated: false };
+    let mut acked = None;
+    while let Parsed::Command { inline } = parser.next(&input[..*filled], &limits) {
+        let src: &[u8] = if inline { parser.inline_buf() } else { &input[..*filled] };
+        let args = shard::Args::new(src, parser.args());
+        if args.len() >= 3 && args.is(0, "replconf") && args.is(1, "ack") {
+            acked = std::str::from_utf8(args.get(2)).ok().and_then(|s| s.parse::<u64>().ok());
+        }
+    }
+    let consumed = parser.consumed();
+    input.copy_within(consumed..*filled, 0);
+    *filled -= consumed;
+    parser.shift(consumed);
+    if let Some(offset) = acked {
+        call(core, HUB, move |c| {
+            if let Some(p) = c.repl.primary.borrow_mut().as_mut() {
+                if let Some(r) = p.link(id) {
+                    r.ack = r.ack.max(offset);
+                    r.ack_at = Instant::now();
+                }
+                p.wake_ack_waiters();
+            }
+        })
+        .await;
+    }
+}
