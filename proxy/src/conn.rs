@@ -226,6 +226,7 @@ impl Connection {
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
         let peer = Peer {
             id: self.state.id,
+            fd: stream.fd(),
             ip: self.state.repl_hello.ip.clone().unwrap_or_else(|| match stream.peer_addr() {
                 Ok(a) => a.ip().to_string(),
                 Err(_) => "?".into(),

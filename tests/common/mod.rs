@@ -281,6 +281,12 @@ impl Redis {
     pub fn raw(&self) -> Raw {
         Raw::connect(self.port)
     }
+
+    /// SIGKILL, as a crash.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for Redis {

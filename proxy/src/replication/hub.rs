@@ -165,8 +165,13 @@ pub fn enforce_limits(core: &Core, p: &mut Primary) {
         let c = core.config();
         (c.client_output_buffer_limit.replica, c.repl_backlog_size)
     };
-    for client in p.enforce(&limit, backlog_size, Instant::now()) {
+    for (client, fd) in p.enforce(&limit, backlog_size, Instant::now()) {
         log::warning(&format!("Client {client} scheduled to be closed ASAP for overcoming of output buffer limits."));
+        // SAFETY: `fd` is the open socket of a live link (the link leaves
+        // the list before its connection closes the socket).
+        unsafe {
+            libc::shutdown(fd, libc::SHUT_RDWR);
+        }
     }
 }
 

@@ -31,6 +31,9 @@ impl LinkState {
 pub struct ReplicaLink {
     /// The replica connection's client id.
     pub id: u64,
+    /// Its socket, shut down when it must go (its core's feeder may be
+    /// stuck in a send).
+    pub fd: i32,
     pub ip: String,
     pub listening_port: u16,
     pub state: LinkState,
@@ -153,8 +156,8 @@ impl Primary {
 
     /// Applies the output buffer limit to every replica (marking those over
     /// it), records peaks, then drops what no one needs. Returns the links
-    /// newly marked, for the log.
-    pub fn enforce(&mut self, limit: &OutputBufferLimit, backlog_size: u64, now: Instant) -> Vec<String> {
+    /// newly marked (for the log) and their sockets.
+    pub fn enforce(&mut self, limit: &OutputBufferLimit, backlog_size: u64, now: Instant) -> Vec<(String, i32)> {
         let mut killed = Vec::new();
         for r in &mut self.replicas {
             let (held, raw) = self.backlog.held_from(r.pos);
@@ -164,13 +167,9 @@ impl Primary {
             }
             if !r.killed && over_limit(limit, held, &mut r.soft_since, now) {
                 r.killed = true;
-                killed.push(format!(
-                    "id={} addr={}:{} flags=S omem={held} state={}",
-                    r.id,
-                    r.ip,
-                    r.listening_port,
-                    r.state.name()
-                ));
+                let client =
+                    format!("id={} addr={}:{} flags=S omem={held} state={}", r.id, r.ip, r.listening_port, r.state.name());
+                killed.push((client, r.fd));
                 if let Some(w) = r.waker.take() {
                     w.wake();
                 }

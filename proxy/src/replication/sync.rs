@@ -31,6 +31,7 @@ const POLL_WAIT: Duration = Duration::from_millis(500);
 /// Who the replica is, for the hub's link record.
 pub struct Peer {
     pub id: u64,
+    pub fd: i32,
     pub ip: String,
     pub hello: ReplicaHello,
 }
@@ -64,6 +65,7 @@ async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request:
     };
     let link = |pos: u64, state: LinkState| ReplicaLink {
         id: peer.id,
+        fd: peer.fd,
         ip: peer.ip.clone(),
         listening_port: peer.hello.listening_port,
         state,

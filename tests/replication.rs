@@ -1,0 +1,345 @@
+//! corekv as a primary, with real redis-server 7.0 replicas (and raw
+//! sockets playing a replica): full and partial resync, the stream under a
+//! write load (every type, expiries, several databases, MULTI and scripts
+//! across shards), WAIT, output buffer limits, a replica killed mid-sync.
+//! Datasets are compared key by key with DUMP (and by content where the
+//! byte layout of an encoding may differ).
+
+mod common;
+
+use common::{Raw, Redis, Server};
+use proxy::resp::Value;
+use std::time::{Duration, Instant};
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Simple(b) | Value::Bulk(b) | Value::Verbatim(b) | Value::Error(b) => String::from_utf8_lossy(b).into(),
+        Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn info(raw: &mut Raw, section: &str) -> String {
+    text(&raw.cmd(&[b"INFO", section.as_bytes()]))
+}
+
+fn field(info: &str, name: &str) -> Option<String> {
+    info.lines().find_map(|l| l.strip_prefix(&format!("{name}:")).map(|v| v.trim().to_string()))
+}
+
+fn until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A redis-server replica of `primary`, in a directory of its own (a
+/// replica renames the snapshot it receives into its `dir`).
+fn replica_of(primary: &Server, extra: &[&str]) -> Redis {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("corekv-replica-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.display().to_string();
+    let port = primary.port.to_string();
+    let mut args = vec!["--replicaof", "127.0.0.1", port.as_str(), "--dir", dir.as_str()];
+    args.extend_from_slice(extra);
+    Redis::start_with(&args)
+}
+
+fn link_up(replica: &mut Raw) -> bool {
+    field(&info(replica, "replication"), "master_link_status").as_deref() == Some("up")
+}
+
+/// Both sides' offsets agree (the replica applied everything sent).
+fn caught_up(primary: &mut Raw, replica: &mut Raw) -> bool {
+    let p = field(&info(primary, "replication"), "master_repl_offset");
+    let r = field(&info(replica, "replication"), "slave_repl_offset");
+    p.is_some() && p == r
+}
+
+fn fill(c: &mut Raw, db: usize, prefix: &str) {
+    c.cmd(&[b"SELECT", db.to_string().as_bytes()]);
+    let k = |s: &str| format!("{prefix}{s}");
+    c.cmd_str(&format!("SET {} 12345", k("int")));
+    c.cmd_str(&format!("SET {} hello", k("emb")));
+    c.cmd(&[b"SET", k("raw").as_bytes(), "x".repeat(300).as_bytes()]);
+    c.cmd_str(&format!("RPUSH {} a b c 1 2 3", k("list")));
+    c.cmd_str(&format!("HSET {} f1 v1 f2 v2", k("hash")));
+    c.cmd_str(&format!("SADD {} 1 2 3", k("intset")));
+    c.cmd_str(&format!("SADD {} a b c", k("set")));
+    c.cmd_str(&format!("ZADD {} 1 a 2.5 b 3 c", k("zset")));
+    c.cmd_str(&format!("PFADD {} a b c d", k("hll")));
+    let big: Vec<String> = (0..600).map(|i| format!("m{i}")).collect();
+    for chunk in big.chunks(100) {
+        let mut hset = vec!["HSET".to_string(), k("bighash")];
+        let mut sadd = vec!["SADD".to_string(), k("bigset")];
+        let mut zadd = vec!["ZADD".to_string(), k("bigzset")];
+        for (i, m) in chunk.iter().enumerate() {
+            hset.extend([m.clone(), i.to_string()]);
+            sadd.push(m.clone());
+            zadd.extend([i.to_string(), m.clone()]);
+        }
+        for cmd in [hset, sadd, zadd] {
+            let words: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
+            c.cmd(&words);
+        }
+    }
+    c.cmd_str(&format!("SET {} v EX 1000", k("ttl")));
+    c.cmd_str(&format!("SET {} gone PX 300", k("short")));
+    c.cmd(&[b"SELECT", b"0"]);
+}
+
+/// A write load over every kind of effect: relative TTLs, SPOP,
+/// INCRBYFLOAT, MULTI and RENAME and scripts across shards.
+fn writes(c: &mut Raw, round: usize) {
+    let r = round.to_string();
+    c.cmd_str(&format!("SET w:{r} {r}"));
+    c.cmd_str(&format!("INCRBYFLOAT counter 1.5"));
+    c.cmd_str(&format!("EXPIRE w:{r} 500"));
+    c.cmd_str("SADD popme a b c d e f g h");
+    c.cmd_str("SPOP popme");
+    c.cmd_str(&format!("LPUSH queue {r}"));
+    c.cmd_str("MULTI");
+    c.cmd_str(&format!("SET {{a}}x {r}"));
+    c.cmd_str(&format!("SET {{b}}y {r}"));
+    c.cmd_str(&format!("HINCRBY {{c}}h f {round}"));
+    assert!(matches!(c.cmd_str("EXEC"), Value::Array(_)));
+    c.cmd_str(&format!("MSET m1 {r} m2 {r} m3 {r}"));
+    c.cmd_str(&format!("SET ren:src {r}"));
+    c.cmd_str("RENAME ren:src ren:dst");
+    c.cmd(&[
+        b"EVAL",
+        b"redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCR', KEYS[2]); return 1",
+        b"2",
+        b"{s}one",
+        b"{t}two",
+        r.as_bytes(),
+    ]);
+    c.cmd_str("SELECT 3");
+    c.cmd_str(&format!("ZADD z3 {round} m{r}"));
+    c.cmd_str("SELECT 0");
+}
+
+fn keys_of(c: &mut Raw, db: usize) -> Vec<Vec<u8>> {
+    c.cmd(&[b"SELECT", db.to_string().as_bytes()]);
+    let mut keys: Vec<Vec<u8>> = match c.cmd_str("KEYS *") {
+        Value::Array(v) => v.into_iter().map(|k| if let Value::Bulk(b) = k { b } else { Vec::new() }).collect(),
+        _ => Vec::new(),
+    };
+    keys.sort();
+    keys
+}
+
+/// The value's content in a form both servers agree on whatever the
+/// encoding's byte layout.
+fn content(c: &mut Raw, key: &[u8]) -> String {
+    let kind = text(&c.cmd(&[b"TYPE", key]));
+    let sorted = |v: Value| {
+        let mut items: Vec<String> = match v {
+            Value::Array(a) => a.iter().map(text).collect(),
+            other => vec![text(&other)],
+        };
+        items.sort();
+        items.join(",")
+    };
+    match kind.as_str() {
+        "string" => text(&c.cmd(&[b"GET", key])),
+        "list" => sorted(c.cmd(&[b"LRANGE", key, b"0", b"-1"])) + &format!("#{}", text(&c.cmd(&[b"LINDEX", key, b"0"]))),
+        "hash" => sorted(c.cmd(&[b"HGETALL", key])),
+        "set" => sorted(c.cmd(&[b"SMEMBERS", key])),
+        "zset" => format!("{:?}", c.cmd(&[b"ZRANGE", key, b"0", b"-1", b"WITHSCORES"])),
+        other => other.to_string(),
+    }
+}
+
+/// Every key of every database: same keys, same DUMP (or, where the
+/// encodings' layouts differ, the same content), TTLs within a second.
+fn assert_same_dataset(primary: &mut Raw, replica: &mut Raw) -> (usize, usize) {
+    let (mut keys, mut by_dump) = (0, 0);
+    for db in 0..16 {
+        let (p, r) = (keys_of(primary, db), keys_of(replica, db));
+        assert_eq!(p, r, "keys of db {db}");
+        for key in &p {
+            keys += 1;
+            let (dp, dr) = (primary.cmd(&[b"DUMP", key]), replica.cmd(&[b"DUMP", key]));
+            if dp == dr {
+                by_dump += 1;
+            } else {
+                assert_eq!(content(primary, key), content(replica, key), "key {}", String::from_utf8_lossy(key));
+            }
+            let (tp, tr) = (primary.cmd(&[b"PTTL", key]), replica.cmd(&[b"PTTL", key]));
+            match (tp, tr) {
+                (Value::Int(a), Value::Int(b)) if a >= 0 && b >= 0 => assert!((a - b).abs() < 1000, "ttl of {key:?}"),
+                (a, b) => assert_eq!(a, b, "ttl of {}", String::from_utf8_lossy(key)),
+            }
+        }
+    }
+    primary.cmd_str("SELECT 0");
+    replica.cmd_str("SELECT 0");
+    (keys, by_dump)
+}
+
+#[test]
+fn a_redis_replica_of_corekv_gets_every_type_and_follows_the_stream() {
+    let primary = Server::start(&["--shards", "3"]);
+    let mut p = primary.raw();
+    for db in [0, 1, 5] {
+        fill(&mut p, db, "pre:");
+    }
+    let replica = replica_of(&primary, &[]);
+    let mut r = replica.raw();
+    until("the link", Duration::from_secs(20), || link_up(&mut r));
+    for db in [0, 2] {
+        fill(&mut p, db, "post:");
+    }
+    for round in 0..200 {
+        writes(&mut p, round);
+    }
+    // Let the short TTL run out on the primary: its DEL goes out.
+    std::thread::sleep(Duration::from_millis(400));
+    for db in [0, 1, 2, 5] {
+        p.cmd(&[b"SELECT", db.to_string().as_bytes()]);
+        for prefix in ["pre:", "post:"] {
+            p.cmd(&[b"GET", format!("{prefix}short").as_bytes()]);
+        }
+    }
+    p.cmd_str("SELECT 0");
+    assert_eq!(p.cmd_str("WAIT 1 5000"), Value::Int(1));
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+    let (keys, by_dump) = assert_same_dataset(&mut p, &mut r);
+    assert!(keys > 50 && by_dump > keys / 2, "{keys} keys, {by_dump} equal by DUMP");
+    let role = p.cmd_str("ROLE");
+    assert!(matches!(&role, Value::Array(a) if text(&a[0]) == "master"), "{role:?}");
+    assert_eq!(field(&info(&mut p, "stats"), "sync_full").as_deref(), Some("1"));
+}
+
+#[test]
+fn a_dropped_link_resumes_with_a_partial_resync() {
+    let primary = Server::start(&["--shards", "3"]);
+    let mut p = primary.raw();
+    fill(&mut p, 0, "k:");
+    let replica = replica_of(&primary, &[]);
+    let mut r = replica.raw();
+    until("the link", Duration::from_secs(20), || link_up(&mut r));
+    for round in 0..50 {
+        writes(&mut p, round);
+    }
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+    // The replica drops its primary and reconnects on its own.
+    r.cmd_str("CLIENT KILL TYPE master");
+    for round in 50..100 {
+        writes(&mut p, round);
+    }
+    until("the link again", Duration::from_secs(20), || link_up(&mut r));
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+    let stats = info(&mut p, "stats");
+    assert_eq!(field(&stats, "sync_full").as_deref(), Some("1"), "{stats}");
+    assert_eq!(field(&stats, "sync_partial_ok").as_deref(), Some("1"), "{stats}");
+    assert_same_dataset(&mut p, &mut r);
+}
+
+#[test]
+fn wait_counts_the_replicas_that_acknowledged() {
+    let primary = Server::start(&["--shards", "2"]);
+    let mut p = primary.raw();
+    assert_eq!(p.cmd_str("WAIT 0 0"), Value::Int(0));
+    assert_eq!(p.cmd_str("WAIT 1 100"), Value::Int(0));
+    let replicas = [replica_of(&primary, &[]), replica_of(&primary, &[])];
+    for replica in &replicas {
+        let mut r = replica.raw();
+        until("the link", Duration::from_secs(20), || link_up(&mut r));
+    }
+    for i in 0..100 {
+        p.cmd(&[b"SET", format!("key{i}").as_bytes(), b"v"]);
+        if i % 10 == 0 {
+            assert_eq!(p.cmd_str("WAIT 2 5000"), Value::Int(2));
+            for replica in &replicas {
+                let got = replica.raw().cmd(&[b"GET", format!("key{i}").as_bytes()]);
+                assert_eq!(got, Value::Bulk(b"v".to_vec()), "acknowledged write {i} is on the replica");
+            }
+        }
+    }
+    assert!(matches!(p.cmd_str("WAIT x 0"), Value::Error(_)));
+    assert!(matches!(p.cmd_str("WAIT 1 -1"), Value::Error(_)));
+}
+
+/// Reads one line (`+FULLRESYNC ...`) from a raw replica socket.
+fn read_line(raw: &mut Raw) -> String {
+    use std::io::Read;
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        raw.stream.read_exact(&mut b).expect("a line");
+        if b[0] == b'\n' && line.is_empty() {
+            continue;
+        }
+        line.push(b[0]);
+    }
+    String::from_utf8_lossy(&line).trim().to_string()
+}
+
+#[test]
+fn a_replica_that_does_not_read_is_cut_at_the_hard_limit() {
+    let primary = Server::start(&["--shards", "2", "--client-output-buffer-limit", "replica 2mb 0 0"]);
+    let mut p = primary.raw();
+    let mut slow = primary.raw();
+    slow.stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    slow.send(&Raw::encode(&[b"REPLCONF", b"listening-port", b"1"]));
+    assert_eq!(slow.read(), Some(Value::Simple(b"OK".to_vec())));
+    slow.send(&Raw::encode(&[b"PSYNC", b"?", b"-1"]));
+    let line = read_line(&mut slow);
+    assert!(line.starts_with("+FULLRESYNC"), "{line}");
+    let value = vec![b'v'; 64 << 10];
+    let started = Instant::now();
+    let mut cut = false;
+    for i in 0..4000 {
+        p.cmd(&[b"SET", format!("big{}", i % 100).as_bytes(), &value]);
+        if i % 100 == 99 && field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("0") {
+            cut = true;
+            break;
+        }
+    }
+    assert!(cut, "the replica was not disconnected after {:?}", started.elapsed());
+    let logged = primary.log.lock().unwrap().iter().any(|l| l.contains("overcoming of output buffer limits"));
+    assert!(logged, "Redis's log line");
+    assert_eq!(p.cmd_str("PING"), Value::Simple(b"PONG".to_vec()));
+    // Back to the backlog's size (1 MB), give or take a block.
+    until("the backlog to shrink", Duration::from_secs(5), || {
+        let histlen: u64 = field(&info(&mut p, "replication"), "repl_backlog_histlen").unwrap().parse().unwrap();
+        histlen <= (1 << 20) + (128 << 10)
+    });
+}
+
+#[test]
+fn a_replica_killed_mid_sync_frees_its_buffer_and_resyncs_when_back() {
+    // Slow snapshots (1 ms per key) keep the sync running while writes pile up.
+    let primary = Server::start(&["--shards", "2", "--rdb-key-save-delay", "1000"]);
+    let mut p = primary.raw();
+    for i in 0..2000 {
+        p.cmd(&[b"SET", format!("k{i}").as_bytes(), b"value"]);
+    }
+    let mut replica = replica_of(&primary, &[]);
+    until("the sync to start", Duration::from_secs(10), || {
+        field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("1")
+    });
+    for i in 0..500 {
+        p.cmd(&[b"SET", format!("during{i}").as_bytes(), &[b'x'; 1000]]);
+    }
+    replica.kill9();
+    until("the link to go", Duration::from_secs(10), || {
+        field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("0")
+    });
+    until("the stream's pin to go", Duration::from_secs(10), || {
+        let histlen: u64 = field(&info(&mut p, "replication"), "repl_backlog_histlen").unwrap().parse().unwrap();
+        histlen <= 1 << 20
+    });
+    p.cmd_str("CONFIG SET rdb-key-save-delay 0");
+    let back = replica_of(&primary, &[]);
+    let mut r = back.raw();
+    until("the link", Duration::from_secs(30), || link_up(&mut r));
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+    assert_same_dataset(&mut p, &mut r);
+}
