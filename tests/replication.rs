@@ -343,3 +343,97 @@ fn a_replica_killed_mid_sync_frees_its_buffer_and_resyncs_when_back() {
     until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
     assert_same_dataset(&mut p, &mut r);
 }
+
+/// Reads the replication stream a raw replica gets: `+FULLRESYNC`, the
+/// snapshot (`$len`), then commands until `enough` says stop.
+fn stream_commands(raw: &mut Raw, enough: impl Fn(&[Vec<String>]) -> bool) -> Vec<Vec<String>> {
+    use std::io::Read;
+    let line = read_line(raw);
+    assert!(line.starts_with("+FULLRESYNC"), "{line}");
+    let len: usize = read_line(raw).trim_start_matches('$').parse().unwrap();
+    let mut rdb = vec![0u8; len];
+    raw.stream.read_exact(&mut rdb).unwrap();
+    assert!(rdb.starts_with(b"REDIS"));
+    let mut commands = Vec::new();
+    while !enough(&commands) {
+        match raw.read() {
+            Some(Value::Array(words)) => commands.push(words.iter().map(text).collect()),
+            other => panic!("not a command: {other:?}"),
+        }
+    }
+    commands
+}
+
+#[test]
+fn writes_over_several_shards_reach_the_stream_as_one_multi_exec() {
+    let primary = Server::start(&["--shards", "3"]);
+    let mut feeder = primary.raw();
+    feeder.send(&Raw::encode(&[b"PSYNC", b"?", b"-1"]));
+    let rounds = 300;
+    let writer = std::thread::spawn({
+        let port = primary.port;
+        move || {
+            let mut c = Raw::connect(port);
+            for r in 0..rounds {
+                let r = r.to_string();
+                c.cmd_str("MULTI");
+                for tag in ["a", "b", "c"] {
+                    c.cmd_str(&format!("SET {{{tag}}}t {r}"));
+                }
+                c.cmd_str("EXEC");
+                c.cmd_str(&format!("MSET {{a}}m {r} {{b}}m {r} {{c}}m {r}"));
+                // One shard, in one step: still one MULTI/EXEC.
+                let script = "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[1])";
+                c.cmd(&[b"EVAL", script.as_bytes(), b"2", b"{a}s1", b"{a}s2", r.as_bytes()]);
+            }
+            c.cmd_str("SET done 1");
+        }
+    });
+    let noise = std::thread::spawn({
+        let port = primary.port;
+        move || {
+            let mut c = Raw::connect(port);
+            for i in 0..3000 {
+                c.cmd_str(&format!("SET {{{}}}noise {i}", ["a", "b", "c"][i % 3]));
+            }
+        }
+    });
+    let commands = stream_commands(&mut feeder, |cmds| cmds.iter().any(|c| c.len() > 1 && c[1] == "done"));
+    writer.join().unwrap();
+    noise.join().unwrap();
+    // Every block between MULTI and EXEC holds exactly one round's writes
+    // of one transaction, MSET or script; none of them appears outside one.
+    let (mut blocks, mut inside) = (0, None::<Vec<Vec<String>>>);
+    for c in &commands {
+        match c[0].to_ascii_uppercase().as_str() {
+            "MULTI" => {
+                assert!(inside.is_none(), "nested MULTI");
+                inside = Some(Vec::new());
+            }
+            "EXEC" => {
+                let block: Vec<Vec<String>> = inside.take().expect("EXEC without MULTI");
+                let writes: Vec<&Vec<String>> = block.iter().filter(|c| c[0] != "SELECT").collect();
+                let keys: Vec<&str> = writes.iter().flat_map(|c| c[1..].iter().step_by(2).map(String::as_str)).collect();
+                let values: std::collections::BTreeSet<&str> =
+                    writes.iter().flat_map(|c| c[2..].iter().step_by(2).map(String::as_str)).collect();
+                assert_eq!(values.len(), 1, "one round per block: {block:?}");
+                assert!(!keys.iter().any(|k| k.ends_with("noise")) || keys.len() > 3, "{block:?}");
+                let mut own: Vec<&str> = keys.into_iter().filter(|k| !k.ends_with("noise")).collect();
+                own.sort();
+                assert!(
+                    own == ["{a}t", "{b}t", "{c}t"] || own == ["{a}m", "{b}m", "{c}m"] || own == ["{a}s1", "{a}s2"],
+                    "{block:?}"
+                );
+                blocks += 1;
+            }
+            _ => {
+                if let Some(b) = inside.as_mut() {
+                    b.push(c.clone());
+                } else if c.len() > 1 {
+                    assert!(c[1].ends_with("noise") || c[1] == "done" || c[0] == "SELECT", "outside a block: {c:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(blocks, rounds * 3);
+}

@@ -78,14 +78,28 @@ pub fn run_script(
     let now = shard::unix_ms();
     let reach = Reach { whole, ..Reach::default() };
     let mut host = CoreHost { core, now, port_node: caller.port_node, reach };
+    // What it writes on this shard reaches replicas as one MULTI/EXEC.
+    group(core, true);
     let reply = with_engine(|engine| match kind {
         Kind::Eval { by_sha, .. } => engine.eval(&mut host, script, by_sha, keys, args, &opts),
         Kind::Fcall { .. } => engine.fcall(&mut host, script, keys, args, &opts),
     });
+    group(core, false);
     if host.reach.reached_out {
         remember_wide(wide_key(kind, script));
     }
     (!host.reach.wants_whole).then_some(reply)
+}
+
+/// Opens or closes a group of effects in this shard's replication feed.
+fn group(core: &Core, open: bool) {
+    if let Some(feed) = core.shard.borrow_mut().repl_feed() {
+        if open {
+            feed.begin_group()
+        } else {
+            feed.end_group()
+        }
+    }
 }
 
 /// Runs a job on another core (one hop).

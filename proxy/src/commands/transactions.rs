@@ -239,6 +239,13 @@ pub async fn exec_begin(conn: &mut Connection, args: Args<'_>) -> Option<Exec> {
         conn.pipeline.local(|out| out.extend_from_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" }));
         return Some(Exec { queued: None, unit });
     }
+    if unit.is_none() {
+        // Runs here in one step: its writes reach replicas as one
+        // MULTI/EXEC (a unit's do through the hub).
+        if let Some(feed) = conn.core.shard.borrow_mut().repl_feed() {
+            feed.begin_group();
+        }
+    }
     Some(Exec { queued: Some(q), unit })
 }
 
@@ -257,6 +264,11 @@ fn only_batches(q: &Queued) -> bool {
 /// After the queued commands: every reply in, the unit released, the
 /// watches forgotten.
 pub async fn exec_end(conn: &mut Connection, exec: Exec) {
+    if exec.unit.is_none() && exec.queued.is_some() {
+        if let Some(feed) = conn.core.shard.borrow_mut().repl_feed() {
+            feed.end_group();
+        }
+    }
     conn.pipeline.flush(&conn.core).await;
     conn.pipeline.unit = None;
     conn.pipeline.lock_with = None;
