@@ -35,18 +35,40 @@ fn until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// A redis-server replica of `primary`, in a directory of its own (a
-/// replica renames the snapshot it receives into its `dir`).
-fn replica_of(primary: &Server, extra: &[&str]) -> Redis {
+/// A redis-server replica in a directory of its own (a replica renames the
+/// snapshot it receives into its `dir`), removed with it.
+struct Replica {
+    redis: Redis,
+    dir: std::path::PathBuf,
+}
+
+impl Replica {
+    fn raw(&self) -> Raw {
+        self.redis.raw()
+    }
+
+    fn kill9(&mut self) {
+        self.redis.kill9();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.redis.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn replica_of(primary: &Server, extra: &[&str]) -> Replica {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("corekv-replica-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let dir = dir.display().to_string();
+    let path = dir.display().to_string();
     let port = primary.port.to_string();
-    let mut args = vec!["--replicaof", "127.0.0.1", port.as_str(), "--dir", dir.as_str()];
+    let mut args = vec!["--replicaof", "127.0.0.1", port.as_str(), "--dir", path.as_str()];
     args.extend_from_slice(extra);
-    Redis::start_with(&args)
+    Replica { redis: Redis::start_with(&args), dir }
 }
 
 fn link_up(replica: &mut Raw) -> bool {
@@ -147,7 +169,9 @@ fn content(c: &mut Raw, key: &[u8]) -> String {
     };
     match kind.as_str() {
         "string" => text(&c.cmd(&[b"GET", key])),
-        "list" => sorted(c.cmd(&[b"LRANGE", key, b"0", b"-1"])) + &format!("#{}", text(&c.cmd(&[b"LINDEX", key, b"0"]))),
+        "list" => {
+            sorted(c.cmd(&[b"LRANGE", key, b"0", b"-1"])) + &format!("#{}", text(&c.cmd(&[b"LINDEX", key, b"0"])))
+        }
         "hash" => sorted(c.cmd(&[b"HGETALL", key])),
         "set" => sorted(c.cmd(&[b"SMEMBERS", key])),
         "zset" => format!("{:?}", c.cmd(&[b"ZRANGE", key, b"0", b"-1", b"WITHSCORES"])),
@@ -262,6 +286,13 @@ fn wait_counts_the_replicas_that_acknowledged() {
             }
         }
     }
+    // min-replicas-to-write: two good replicas are enough, three are not.
+    p.cmd_str("CONFIG SET min-replicas-to-write 2");
+    until("two good replicas", Duration::from_secs(5), || p.cmd_str("SET guarded 1") == Value::Simple(b"OK".to_vec()));
+    p.cmd_str("CONFIG SET min-replicas-to-write 3");
+    assert_eq!(p.cmd_str("SET guarded 2"), Value::Error(b"NOREPLICAS Not enough good replicas to write.".to_vec()));
+    assert_eq!(p.cmd_str("GET guarded"), Value::Bulk(b"1".to_vec()));
+    p.cmd_str("CONFIG SET min-replicas-to-write 0");
     assert!(matches!(p.cmd_str("WAIT x 0"), Value::Error(_)));
     assert!(matches!(p.cmd_str("WAIT 1 -1"), Value::Error(_)));
 }
@@ -344,12 +375,10 @@ fn a_replica_killed_mid_sync_frees_its_buffer_and_resyncs_when_back() {
     assert_same_dataset(&mut p, &mut r);
 }
 
-/// Reads the replication stream a raw replica gets: `+FULLRESYNC`, the
-/// snapshot (`$len`), then commands until `enough` says stop.
+/// Reads the replication stream a raw replica gets after `+FULLRESYNC`:
+/// the snapshot (`$len`), then commands until `enough` says stop.
 fn stream_commands(raw: &mut Raw, enough: impl Fn(&[Vec<String>]) -> bool) -> Vec<Vec<String>> {
     use std::io::Read;
-    let line = read_line(raw);
-    assert!(line.starts_with("+FULLRESYNC"), "{line}");
     let len: usize = read_line(raw).trim_start_matches('$').parse().unwrap();
     let mut rdb = vec![0u8; len];
     raw.stream.read_exact(&mut rdb).unwrap();
@@ -369,6 +398,9 @@ fn writes_over_several_shards_reach_the_stream_as_one_multi_exec() {
     let primary = Server::start(&["--shards", "3"]);
     let mut feeder = primary.raw();
     feeder.send(&Raw::encode(&[b"PSYNC", b"?", b"-1"]));
+    // The cut is taken: every write from here on is in the stream.
+    let line = read_line(&mut feeder);
+    assert!(line.starts_with("+FULLRESYNC"), "{line}");
     let rounds = 300;
     let writer = std::thread::spawn({
         let port = primary.port;
@@ -413,7 +445,8 @@ fn writes_over_several_shards_reach_the_stream_as_one_multi_exec() {
             "EXEC" => {
                 let block: Vec<Vec<String>> = inside.take().expect("EXEC without MULTI");
                 let writes: Vec<&Vec<String>> = block.iter().filter(|c| c[0] != "SELECT").collect();
-                let keys: Vec<&str> = writes.iter().flat_map(|c| c[1..].iter().step_by(2).map(String::as_str)).collect();
+                let keys: Vec<&str> =
+                    writes.iter().flat_map(|c| c[1..].iter().step_by(2).map(String::as_str)).collect();
                 let values: std::collections::BTreeSet<&str> =
                     writes.iter().flat_map(|c| c[2..].iter().step_by(2).map(String::as_str)).collect();
                 assert_eq!(values.len(), 1, "one round per block: {block:?}");
@@ -436,4 +469,26 @@ fn writes_over_several_shards_reach_the_stream_as_one_multi_exec() {
         }
     }
     assert_eq!(blocks, rounds * 3);
+}
+
+#[test]
+fn a_replica_resyncs_after_the_primary_restarts() {
+    let dir = std::env::temp_dir().join(format!("corekv-primary-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let args = ["--shards", "2", "--port", port.as_str(), "--appendonly", "yes"];
+    let primary = Server::start_in(Some(&dir), &args);
+    let mut p = primary.raw();
+    fill(&mut p, 0, "a:");
+    let replica = replica_of(&primary, &[]);
+    let mut r = replica.raw();
+    until("the link", Duration::from_secs(20), || link_up(&mut r));
+    primary.terminate();
+    let primary = Server::start_in(Some(&dir), &args);
+    let mut p = primary.raw();
+    fill(&mut p, 1, "b:");
+    until("the link again", Duration::from_secs(30), || link_up(&mut r));
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+    assert_same_dataset(&mut p, &mut r);
+    let _ = std::fs::remove_dir_all(&dir);
 }

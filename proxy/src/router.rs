@@ -155,6 +155,10 @@ impl Connection {
             }
             return None;
         }
+        if spec.has_flag(flags::WRITE) && self.too_few_replicas() {
+            self.reject("NOREPLICAS Not enough good replicas to write.");
+            return None;
+        }
         if self.cluster && self.redirected(spec, &args) {
             if let Some(q) = &mut self.state.multi {
                 q.failed = true;

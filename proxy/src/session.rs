@@ -152,6 +152,15 @@ impl Connection {
         })
     }
 
+    /// min-replicas-to-write: fewer replicas acknowledged within
+    /// min-replicas-max-lag than it asks for.
+    pub fn too_few_replicas(&self) -> bool {
+        let config = self.core.config();
+        config.min_replicas_to_write > 0
+            && config.min_replicas_max_lag > 0
+            && self.core.repl.good_replicas.get() < config.min_replicas_to_write
+    }
+
     #[inline]
     pub fn run_local(&mut self, spec: &'static CommandSpec, args: Args) {
         let (core, db, resp3, now) = (&self.core, self.state.db, self.state.resp3, self.now);

@@ -179,9 +179,11 @@ pub fn enforce_limits(core: &Core, p: &mut Primary) {
 /// waits for its snapshot.
 pub async fn refresh_compression(core: &Rc<Core>) {
     let syncing = call(core, HUB, |c| {
-        c.repl.primary.borrow().as_ref().is_some_and(|p| {
-            p.replicas.iter().any(|r| r.state != super::primary::LinkState::Online && !r.killed)
-        })
+        c.repl
+            .primary
+            .borrow()
+            .as_ref()
+            .is_some_and(|p| p.replicas.iter().any(|r| r.state != super::primary::LinkState::Online && !r.killed))
     })
     .await
     .unwrap_or(false);
@@ -198,8 +200,18 @@ async fn cron(core: Rc<Core>) {
             let c = core.config();
             (c.repl_ping_replica_period, c.repl_backlog_ttl)
         };
+        let max_lag = core.config().min_replicas_max_lag;
         let mut primary = core.repl.primary.borrow_mut();
         let Some(p) = primary.as_mut() else { return };
+        let good = p.good_replicas(max_lag) as u64;
+        if good != core.repl.good_replicas.get() {
+            core.repl.good_replicas.set(good);
+            let all = core.clone();
+            glommio::spawn_local(async move {
+                call_all(&all, move |c| c.repl.good_replicas.set(good)).await;
+            })
+            .detach();
+        }
         if !p.replicas.is_empty() && last_ping.elapsed() >= Duration::from_secs(period) {
             last_ping = Instant::now();
             p.append(Block::raw(b"*1\r\n$4\r\nPING\r\n".to_vec()));

@@ -58,7 +58,7 @@ pub async fn section(core: &Rc<Core>) -> String {
             );
         };
         let now = std::time::Instant::now();
-        let good = p.replicas.iter().filter(|r| now.duration_since(r.ack_at).as_secs() <= max_lag).count();
+        let good = p.good_replicas(max_lag);
         if min_to_write > 0 {
             let _ = write!(out, "min_slaves_good_slaves:{good}\r\n");
         }

@@ -167,8 +167,13 @@ impl Primary {
             }
             if !r.killed && over_limit(limit, held, &mut r.soft_since, now) {
                 r.killed = true;
-                let client =
-                    format!("id={} addr={}:{} flags=S omem={held} state={}", r.id, r.ip, r.listening_port, r.state.name());
+                let client = format!(
+                    "id={} addr={}:{} flags=S omem={held} state={}",
+                    r.id,
+                    r.ip,
+                    r.listening_port,
+                    r.state.name()
+                );
                 killed.push((client, r.fd));
                 if let Some(w) = r.waker.take() {
                     w.wake();
@@ -178,6 +183,15 @@ impl Primary {
         let pinned = self.replicas.iter().filter(|r| !r.killed).map(|r| r.pos).min();
         self.backlog.trim(backlog_size, pinned);
         killed
+    }
+
+    /// Online replicas that acknowledged within `max_lag` seconds.
+    pub fn good_replicas(&self, max_lag: u64) -> usize {
+        let now = Instant::now();
+        self.replicas
+            .iter()
+            .filter(|r| r.state == LinkState::Online && now.duration_since(r.ack_at).as_secs() <= max_lag)
+            .count()
     }
 
     pub fn link(&mut self, id: u64) -> Option<&mut ReplicaLink> {

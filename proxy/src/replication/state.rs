@@ -13,6 +13,9 @@ pub struct ReplState {
     pub feeding: Cell<bool>,
     /// Feed items this shard's hub has taken in (WAIT waits for them).
     pub acked: Cell<u64>,
+    /// Replicas that acknowledged within min-replicas-max-lag (the hub
+    /// tells every core when it changes).
+    pub good_replicas: Cell<u64>,
     /// Compress the blocks this shard ships (a replica waits for its
     /// snapshot and a codec is configured).
     pub compress: Cell<bool>,

@@ -15,8 +15,8 @@ use crate::persistence::{save_for_replicas, SaveError};
 use crate::resp::{Limits, Parsed, RequestParser};
 use crate::stream::ClientStream;
 use futures_lite::{AsyncRead, AsyncWriteExt};
-use std::future::Future;
 use std::future::poll_fn;
+use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +37,13 @@ pub struct Peer {
 }
 
 /// Serves a replica until its link ends. `input`: bytes it sent after PSYNC.
-pub async fn serve_replica(core: &Rc<Core>, stream: &mut ClientStream, peer: Peer, request: SyncRequest, input: Vec<u8>) {
+pub async fn serve_replica(
+    core: &Rc<Core>,
+    stream: &mut ClientStream,
+    peer: Peer,
+    request: SyncRequest,
+    input: Vec<u8>,
+) {
     ensure_started(core).await;
     let id = peer.id;
     let started = start(core, stream, &peer, request).await;
