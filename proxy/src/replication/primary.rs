@@ -201,7 +201,7 @@ impl Primary {
     /// Whether `replid` at `pos` (the next byte the replica needs) can
     /// continue from the backlog.
     pub fn can_continue(&self, replid: &str, pos: u64) -> bool {
-        let ours = replid == self.replid || (replid == self.replid2 && pos as i64 + 1 <= self.second_offset);
+        let ours = replid == self.replid || (replid == self.replid2 && (pos as i64) < self.second_offset);
         ours && self.backlog.has(pos)
     }
 
