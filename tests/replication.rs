@@ -119,7 +119,7 @@ fn fill(c: &mut Raw, db: usize, prefix: &str) {
 fn writes(c: &mut Raw, round: usize) {
     let r = round.to_string();
     c.cmd_str(&format!("SET w:{r} {r}"));
-    c.cmd_str(&format!("INCRBYFLOAT counter 1.5"));
+    c.cmd_str("INCRBYFLOAT counter 1.5");
     c.cmd_str(&format!("EXPIRE w:{r} 500"));
     c.cmd_str("SADD popme a b c d e f g h");
     c.cmd_str("SPOP popme");
