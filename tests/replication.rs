@@ -231,6 +231,12 @@ fn a_redis_replica_of_corekv_gets_every_type_and_follows_the_stream() {
         }
     }
     p.cmd_str("SELECT 0");
+    // Commands every shard runs reach the replica once.
+    p.cmd_str("SWAPDB 1 5");
+    p.cmd_str("SELECT 2");
+    p.cmd_str("FLUSHDB");
+    p.cmd_str("SET after:flush 1");
+    p.cmd_str("SELECT 0");
     assert_eq!(p.cmd_str("WAIT 1 5000"), Value::Int(1));
     until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
     let (keys, by_dump) = assert_same_dataset(&mut p, &mut r);

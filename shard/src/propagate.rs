@@ -538,6 +538,19 @@ pub fn after_command(shard: &mut Shard, spec: &CommandSpec, db: usize, now: u64,
             shard.log_expired_keys()
         }
         "linsert" if reply == b":-1\r\n" || no_change => shard.log_expired_keys(),
+        // Every shard runs these; the replicas' one stream needs them once
+        // (SWAPDB twice is no swap): shard 0's copy goes there.
+        "swapdb" | "flushall" | "flushdb" if shard.index != 0 => {
+            shard.log_expired_keys();
+            if let Some(log) = shard.effects.as_deref_mut().filter(|log| log.aof) {
+                log.select(db);
+                put_header(&mut log.buf, args.len());
+                for a in args.iter() {
+                    put_bulk(&mut log.buf, a);
+                }
+                log.wake();
+            }
+        }
         _ => shard.log_with(db, |out| {
             put_header(out, args.len());
             for a in args.iter() {
