@@ -499,3 +499,47 @@ fn a_replica_resyncs_after_the_primary_restarts() {
     assert_same_dataset(&mut p, &mut r);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The value of `name=` in a replica's INFO line.
+fn slave_field(info: &str, name: &str) -> Option<f64> {
+    let line = info.lines().find_map(|l| l.strip_prefix("slave0:"))?;
+    line.split(',').find_map(|kv| kv.strip_prefix(&format!("{name}=")).and_then(|v| v.parse().ok()))
+}
+
+#[test]
+fn the_stream_waiting_for_a_snapshot_is_held_compressed() {
+    for codec in ["lz4", "zstd"] {
+        let primary = Server::start(&[
+            "--shards",
+            "2",
+            "--replica-output-buffer-compression",
+            codec,
+            "--rdb-key-save-delay",
+            "2000",
+        ]);
+        let mut p = primary.raw();
+        for i in 0..1000 {
+            p.cmd(&[b"SET", format!("seed{i}").as_bytes(), b"x"]);
+        }
+        let replica = replica_of(&primary, &[]);
+        until("the sync to start", Duration::from_secs(10), || {
+            field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("1")
+        });
+        // Text-like records written while the snapshot is being taken.
+        for i in 0..3000 {
+            let record = format!(
+                "{{\"id\":{i},\"user\":\"user{}\",\"event\":\"login\",\"region\":\"eu-west\",\"agent\":\"Mozilla/5.0 (X11; Linux x86_64)\",\"status\":\"ok\",\"tags\":[\"a\",\"b\",\"c\"]}}",
+                i % 97
+            );
+            p.cmd(&[b"SET", format!("rec{i}").as_bytes(), record.repeat(4).as_bytes()]);
+        }
+        let during = info(&mut p, "replication");
+        let ratio = slave_field(&during, "buffer_peak_ratio").unwrap_or(0.0);
+        assert!(ratio >= 2.0, "{codec}: held {ratio}x smaller while waiting: {during}");
+        p.cmd_str("CONFIG SET rdb-key-save-delay 0");
+        let mut r = replica.raw();
+        until("the link", Duration::from_secs(60), || link_up(&mut r));
+        until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+        assert_same_dataset(&mut p, &mut r);
+    }
+}
