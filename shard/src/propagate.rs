@@ -126,6 +126,8 @@ pub struct ReplFeed {
     /// key is the holder's work.
     held: HashMap<(usize, Vec<u8>), u64, ahash::RandomState>,
     whole: Option<u64>,
+    /// Units that logged effects here since they took their locks.
+    wrote: Vec<u64>,
     /// Database of the last effect in `current`.
     db: Option<usize>,
     /// Start of an open MULTI in `current` (a transaction or script running
@@ -147,6 +149,7 @@ impl ReplFeed {
             unit: None,
             held: HashMap::default(),
             whole: None,
+            wrote: Vec::new(),
             db: None,
             group: None,
             items: Vec::new(),
@@ -168,13 +171,24 @@ impl ReplFeed {
 
     /// Unit `unit`, spanning `shards` shards, let go of this shard: its
     /// work here is done, and the stream may carry it once every shard's
-    /// part is in.
+    /// part is in. `shards` 0: a unit that wrote nothing, left unmarked.
     pub fn release(&mut self, unit: u64, shards: u16) {
         if self.whole == Some(unit) {
             self.whole = None;
         }
         self.held.retain(|_, u| *u != unit);
-        self.mark(FeedItem::UnitEnd { unit, shards });
+        let wrote = match self.wrote.iter().position(|&u| u == unit) {
+            Some(i) => {
+                self.wrote.swap_remove(i);
+                true
+            }
+            None => false,
+        };
+        // A read-only unit that expired a key here still ends its part.
+        let shards = if shards == 0 && wrote { 1 } else { shards };
+        if shards > 0 {
+            self.mark(FeedItem::UnitEnd { unit, shards });
+        }
     }
 
     /// The next effects are about `key` of `db` (none: the whole database).
@@ -189,6 +203,9 @@ impl ReplFeed {
         if self.current_unit != self.unit {
             self.close();
             self.current_unit = self.unit;
+            if let Some(u) = self.unit.filter(|u| !self.wrote.contains(u)) {
+                self.wrote.push(u);
+            }
         }
         if self.db != Some(db) {
             let mut n = itoa::Buffer::new();

@@ -91,6 +91,8 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
                 }
                 _ => Unit::acquire(&conn.core, &footprint).await,
             };
+            let mut unit = unit;
+            unit.writes = spec.has_flag(shard::commands::flags::WRITE);
             conn.pipeline.unit = Some(unit.id);
             let blocked = run_deferred_command(conn, spec, args).await;
             conn.pipeline.flush(&conn.core).await;

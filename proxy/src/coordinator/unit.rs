@@ -53,6 +53,9 @@ pub struct Unit {
     core: Rc<Core>,
     pub id: UnitId,
     shards: Vec<usize>,
+    /// It may write: its release is marked in the replication stream
+    /// (a read-only unit's is not, sparing the hub).
+    pub writes: bool,
 }
 
 impl Unit {
@@ -65,7 +68,7 @@ impl Unit {
     /// Takes the locks of `footprint` on `shards`, in that order.
     async fn acquire_shards(core: &Rc<Core>, footprint: &Footprint, shards: &[usize]) -> Unit {
         let id = core.locks.borrow_mut().new_unit(core.index);
-        let mut unit = Unit { core: core.clone(), id, shards: Vec::with_capacity(shards.len()) };
+        let mut unit = Unit { core: core.clone(), id, shards: Vec::with_capacity(shards.len()), writes: true };
         for &shard in shards {
             let (keys, whole) = (footprint.keys_on(shard), footprint.whole);
             if shard == core.index {
@@ -112,7 +115,8 @@ impl Unit {
     /// WATCH: multi-phase writes change values in place, out of sight of
     /// the command executor that touches keys.
     pub async fn release_touching(mut self, touch: bool) {
-        let count = self.shards.len() as u16;
+        // 0: no release marker (nothing of it is in the stream).
+        let count = if self.writes { self.shards.len() as u16 } else { 0 };
         for shard in std::mem::take(&mut self.shards) {
             if shard == self.core.index {
                 release_here(&self.core, self.id, touch, count);
@@ -130,7 +134,12 @@ impl Drop for Unit {
         if self.shards.is_empty() {
             return;
         }
-        let rest = Unit { core: self.core.clone(), id: self.id, shards: std::mem::take(&mut self.shards) };
+        let rest = Unit {
+            core: self.core.clone(),
+            id: self.id,
+            shards: std::mem::take(&mut self.shards),
+            writes: self.writes,
+        };
         glommio::spawn_local(rest.release()).detach();
     }
 }
