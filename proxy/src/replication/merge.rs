@@ -264,6 +264,130 @@ mod tests {
         assert_eq!(text(&out), ["a", "b", "cut3", "c", "d"]);
     }
 
+    /// A random strict-2PL history over `shards` shards of 3 keys each:
+    /// plain writes, units that lock keys on several shards, write them,
+    /// then release shard by shard (never writing after a release).
+    /// Returns each shard's items and the writes in execution order.
+    fn history(shards: usize, steps: &[(u8, u8, u8)]) -> (Vec<Vec<Shipped>>, Vec<String>) {
+        struct Open {
+            id: u64,
+            keys: Vec<(usize, u8)>,
+            left: Vec<usize>,
+            released: bool,
+        }
+        let (mut items, mut executed) = ((0..shards).map(|_| Vec::new()).collect::<Vec<_>>(), Vec::new());
+        let mut open: Vec<Open> = Vec::new();
+        let mut next = 0u64;
+        let held =
+            |open: &Vec<Open>, s: usize, k: u8| open.iter().any(|u| u.keys.contains(&(s, k)) && u.left.contains(&s));
+        for (n, &(op, a, b)) in steps.iter().enumerate() {
+            let (s, k) = (a as usize % shards, b % 3);
+            let write = format!("{s}.{k}={n};");
+            match op % 4 {
+                0 if !held(&open, s, k) => {
+                    items[s].push(Shipped::Block(Block::raw(write.clone().into_bytes())));
+                    executed.push(write);
+                }
+                1 if open.len() < 3 => {
+                    let other = (s + 1 + b as usize % shards) % shards;
+                    let keys: Vec<(usize, u8)> = vec![(s, k), (other, (k + 1) % 3)];
+                    if keys.iter().all(|&(s, k)| !held(&open, s, k)) {
+                        next += 1;
+                        let mut left: Vec<usize> = keys.iter().map(|&(s, _)| s).collect();
+                        left.dedup();
+                        open.push(Open { id: next, keys, left, released: false });
+                    }
+                }
+                2 if !open.is_empty() => {
+                    let u = &open[a as usize % open.len()];
+                    let (s, k) = u.keys[b as usize % u.keys.len()];
+                    if !u.released && u.left.contains(&s) {
+                        let write = format!("{s}.{k}={n};");
+                        items[s].push(Shipped::UnitPart { unit: u.id, bytes: write.clone().into_bytes() });
+                        executed.push(write);
+                    }
+                }
+                3 if !open.is_empty() => {
+                    let i = a as usize % open.len();
+                    let u = &mut open[i];
+                    let s = u.left.remove(b as usize % u.left.len());
+                    let shards_of_unit =
+                        u.keys.iter().map(|&(s, _)| s).collect::<std::collections::BTreeSet<_>>().len();
+                    items[s].push(Shipped::UnitEnd { unit: u.id, shards: shards_of_unit as u16 });
+                    u.released = true;
+                    if u.left.is_empty() {
+                        open.remove(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        for u in open {
+            let count = u.keys.iter().map(|&(s, _)| s).collect::<std::collections::BTreeSet<_>>().len();
+            for s in u.left {
+                items[s].push(Shipped::UnitEnd { unit: u.id, shards: count as u16 });
+            }
+        }
+        (items, executed)
+    }
+
+    /// Each key's writes, in the order given.
+    fn per_key(writes: &[String]) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut keys: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for w in writes.iter().flat_map(|w| w.split(';')).filter(|w| !w.is_empty()) {
+            let (k, v) = w.split_once('=').unwrap();
+            keys.entry(k.to_string()).or_default().push(v.to_string());
+        }
+        keys
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Whatever the shards' histories and however their items arrive,
+        /// everything goes out, every key's writes keep their order, and
+        /// each unit goes out whole.
+        #[test]
+        fn the_merged_stream_is_a_serial_order_of_a_2pl_history(
+            shards in 2usize..4,
+            steps in proptest::collection::vec((0u8..4, proptest::num::u8::ANY, proptest::num::u8::ANY), 0..120),
+            chunks in proptest::collection::vec((0usize..4, 1usize..5), 1..200),
+        ) {
+            let (items, executed) = history(shards, &steps);
+            let shown: Vec<Vec<String>> = items.iter().map(|q| q.iter().map(|i| match i {
+                Shipped::Block(b) => { let mut v = Vec::new(); b.decode_into(&mut v).unwrap(); String::from_utf8(v).unwrap() }
+                Shipped::UnitPart { unit, bytes } => format!("U{unit}:{}", String::from_utf8_lossy(bytes)),
+                Shipped::UnitEnd { unit, shards } => format!("E{unit}/{shards}"),
+                Shipped::Cut(c) => format!("cut{c}"),
+            }).collect()).collect();
+            let mut queues: Vec<VecDeque<Shipped>> = items.into_iter().map(VecDeque::from).collect();
+            let mut m = Merger::new(shards);
+            let mut out = Vec::new();
+            // Items arrive in random chunks, then whatever is left.
+            let rest = (0..shards).map(|s| (s, usize::MAX));
+            for (s, n) in chunks.into_iter().chain(rest) {
+                let q = &mut queues[s % shards];
+                let take: Vec<Shipped> = (0..n.min(q.len())).filter_map(|_| q.pop_front()).collect();
+                m.push(s % shards, take);
+                m.drain(&mut out);
+            }
+            proptest::prop_assert_eq!(m.pending(), 0);
+            proptest::prop_assert!(m.units.is_empty());
+            let emitted: Vec<String> = out
+                .iter()
+                .map(|e| match e {
+                    Emitted::Block(b) => {
+                        let mut v = Vec::new();
+                        b.decode_into(&mut v).unwrap();
+                        String::from_utf8(v).unwrap()
+                    }
+                    Emitted::Unit(parts) => parts.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect(),
+                    Emitted::Cut(_) => String::new(),
+                })
+                .collect();
+            proptest::prop_assert_eq!(per_key(&emitted), per_key(&executed), "emitted {:?} executed {:?} items {:?}", emitted, executed, shown);
+        }
+    }
+
     #[test]
     fn a_unit_with_no_writes_leaves_nothing() {
         let mut m = Merger::new(2);
