@@ -87,6 +87,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 multi: None,
                 watched: Vec::new(),
                 watched_absent: Vec::new(),
+                master: false,
             },
             now: 0,
             last_cmd: "NULL",

@@ -10,6 +10,7 @@ use crate::commands::{self, transactions};
 use crate::coordinator::wait_for_release;
 use crate::log;
 use crate::persistence;
+use crate::replication::replica::state::refusal;
 use crate::session::{Connection, Deferred};
 use shard::commands::{arity_error, flags};
 use shard::reply::errors::NOAUTH;
@@ -154,6 +155,16 @@ impl Connection {
                 false => self.reject(&persistence::aof::misconf(&self.core)),
             }
             return None;
+        }
+        let replica_mode = self.core.repl.replica.mode.get();
+        if replica_mode != 0 && !self.state.master {
+            let config = self.core.config();
+            let refused = refusal(replica_mode, spec, config.replica_read_only, config.replica_serve_stale_data);
+            drop(config);
+            if let Some(msg) = refused {
+                self.reject(msg);
+                return None;
+            }
         }
         if self.cluster && self.redirected(spec, &args) {
             if let Some(q) = &mut self.state.multi {

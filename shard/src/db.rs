@@ -80,6 +80,10 @@ pub struct Db {
     /// Clients WATCHing keys of this database, if any: every way a key
     /// changes or goes away here touches it (one branch when none).
     pub watch: Option<Box<WatchTable>>,
+    /// A replica's expiry (Redis 7.0's expireIfNeeded on a replica): keys
+    /// whose time ran out are hidden from reads but stay until the
+    /// primary's DEL arrives; no active expiry.
+    pub keep_expired: bool,
 }
 
 #[inline(always)]
@@ -146,7 +150,9 @@ impl Db {
             preserve(&mut self.snap, entry);
             return Some(entry);
         }
-        self.remove_expired(hash, key);
+        if !self.keep_expired {
+            self.remove_expired(hash, key);
+        }
         None
     }
 
@@ -274,7 +280,9 @@ impl Db {
                 return Some(entry.key.clone());
             }
             let key = entry.key.clone();
-            self.remove_expired(self.table.hash(&key), &key);
+            if !self.keep_expired {
+                self.remove_expired(self.table.hash(&key), &key);
+            }
         }
         None
     }
@@ -301,7 +309,7 @@ impl Db {
     /// entries were examined or the table was swept once. Returns the number
     /// of keys expired.
     pub fn expire_step(&mut self, now: u64, budget: usize) -> usize {
-        if self.volatile == 0 {
+        if self.volatile == 0 || self.keep_expired {
             return 0;
         }
         let mut examined = 0;

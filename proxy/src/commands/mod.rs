@@ -131,6 +131,8 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "rpoplpush" => list::lmove(conn, args, true).await,
         "lmpop" => list::lmpop(conn, args).await,
         "info" => server::info(conn, args).await,
+        // TEMPORARY (repl-replica helper): the lead's commands/replication.rs takes this over.
+        "replicaof" | "slaveof" => replicaof_temporary(conn, args).await,
         "discard" => transactions::discard(conn).await,
         "watch" => transactions::watch(conn, args).await,
         "unwatch" => transactions::unwatch(conn).await,
@@ -175,4 +177,21 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         other => conn.error(&format!("ERR command '{other}' is not implemented for this route")),
     }
     None
+}
+
+/// TEMPORARY (repl-replica helper): REPLICAOF until commands/replication.rs
+/// has it.
+async fn replicaof_temporary(conn: &mut Connection, args: Args<'_>) {
+    let target = if args.get(1).eq_ignore_ascii_case(b"no") && args.get(2).eq_ignore_ascii_case(b"one") {
+        None
+    } else {
+        match std::str::from_utf8(args.get(2)).ok().and_then(|p| p.parse::<u16>().ok()) {
+            Some(port) => Some((String::from_utf8_lossy(args.get(1)).into_owned(), port)),
+            None => return conn.error("ERR Invalid master port"),
+        }
+    };
+    match crate::replication::replica::replicaof(&conn.core, target).await {
+        Ok(text) => conn.pipeline.local(|out| shard::Reply::new(out, false).simple(text)),
+        Err(e) => conn.error(&e),
+    }
 }

@@ -297,7 +297,18 @@ pub async fn info(conn: &mut Connection, args: Args<'_>) {
         sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
     }
     let reports: Vec<CoreReport> = call_all(&conn.core, report).await.into_iter().flatten().collect();
-    let text = render(&conn.core, &reports, &sections);
+    let mut text = render(&conn.core, &reports, &sections);
+    // TEMPORARY (repl-replica helper): the replica's fields until the lead's INFO replication.
+    if sections.iter().any(|s| s == "replication") && crate::replication::replica::is_replica(&conn.core) {
+        let lines = crate::coordinator::dispatch::call(&conn.core, 0, |c| {
+            let mut out = String::from("role:slave\r\n");
+            crate::replication::replica::info_lines(c, &mut out);
+            out
+        })
+        .await
+        .unwrap_or_default();
+        text = text.replacen("role:master\r\n", &lines, 1);
+    }
     reply(conn, |r| r.verbatim(text.as_bytes()));
 }
 

@@ -1,0 +1,127 @@
+//! The primary's command stream, applied through a master client: a
+//! `Connection` with no socket whose commands take the ordinary router
+//! (SELECT, MULTI/EXEC, writes batched to their owning cores in stream
+//! order) and whose replies are dropped. The offset counts the bytes of
+//! the commands applied; `REPLCONF GETACK` is answered here, and an ACK
+//! goes out every second.
+
+use super::io::{LinkIo, Read};
+use crate::blocking;
+use crate::core::Core;
+use crate::resp::{Limits, Parsed, RequestParser};
+use crate::session::Connection;
+use shard::Args;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+const READ_CHUNK: usize = 64 * 1024;
+const ACK_PERIOD: Duration = Duration::from_secs(1);
+
+/// Applies the stream until the link fails (Err, Redis's words) or
+/// REPLICAOF moves on (Ok).
+pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result<(), String> {
+    let id = core.clients.borrow_mut().next_id(core.index, core.count);
+    let mut master = Connection::master_client(core.clone(), id);
+    let mut parser = RequestParser::new();
+    let mut buf = vec![0u8; READ_CHUNK];
+    let mut filled = 0usize;
+    let mut offset = core.repl.replica.link.borrow().offset;
+    let mut last_ack = Instant::now();
+    let mut last_io = Instant::now();
+    let result = loop {
+        if core.repl.replica.link.borrow().generation != generation || core.process.shutting_down() {
+            break Ok(());
+        }
+        if last_ack.elapsed() >= ACK_PERIOD {
+            last_ack = Instant::now();
+            if let Err(e) = ack(io, offset).await {
+                break Err(e);
+            }
+        }
+        let timeout = Duration::from_secs(core.config().repl_timeout.max(1));
+        if filled == buf.len() {
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = match io.read_some(&mut buf[filled..]).await {
+            Ok(Read::Bytes(n)) => n,
+            Ok(Read::Idle) if last_io.elapsed() > timeout => {
+                break Err("MASTER timeout: no data nor PING received...".into())
+            }
+            Ok(Read::Idle) => continue,
+            Err(e) => break Err(e),
+        };
+        last_io = Instant::now();
+        filled += n;
+        {
+            let mut link = core.repl.replica.link.borrow_mut();
+            link.read_offset += n as u64;
+            link.last_io = Some(last_io);
+        }
+        // Every complete command of earlier reads is consumed and shifted.
+        let base = offset;
+        let limits = Limits { proto_max_bulk_len: core.config().proto_max_bulk_len, unauthenticated: false };
+        master.now = core.now_ms();
+        let mut failed = None;
+        loop {
+            let before = parser.consumed();
+            match parser.next(&buf[..filled], &limits) {
+                Parsed::Command { inline } => {
+                    let src: &[u8] = if inline { parser.inline_buf() } else { &buf[..filled] };
+                    let args = Args::new(src, parser.args());
+                    let name = args.get(0);
+                    if name.eq_ignore_ascii_case(b"replconf") {
+                        if args.len() >= 2 && args.get(1).eq_ignore_ascii_case(b"getack") {
+                            // Everything before it is applied before the answer.
+                            master.pipeline.flush(core).await;
+                            if let Err(e) = ack(io, base + before as u64).await {
+                                failed = Some(e);
+                                break;
+                            }
+                            last_ack = Instant::now();
+                        }
+                    } else if !name.eq_ignore_ascii_case(b"ping") {
+                        run(&mut master, args).await;
+                    }
+                }
+                Parsed::Incomplete => break,
+                Parsed::Error(msg) => {
+                    failed = Some(format!("Protocol error from MASTER: {}", String::from_utf8_lossy(&msg)));
+                    break;
+                }
+            }
+        }
+        master.pipeline.flush(core).await;
+        master.pipeline.out.clear();
+        if let Some(e) = failed {
+            break Err(e);
+        }
+        let consumed = parser.consumed();
+        offset = base + consumed as u64;
+        core.repl.replica.link.borrow_mut().offset = offset;
+        buf.copy_within(consumed..filled, 0);
+        filled -= consumed;
+        parser.shift(consumed);
+        if filled == 0 && buf.len() > 4 * READ_CHUNK {
+            buf = vec![0u8; READ_CHUNK];
+        }
+    };
+    result
+}
+
+/// One command through the router, as a client's would go.
+async fn run(master: &mut Connection, args: Args<'_>) {
+    if let Some(deferred) = master.handle(args) {
+        if let Some(wait) = master.run_deferred(deferred, args).await {
+            // A primary never sends a blocking command that waits.
+            blocking::give_up(master, wait).await;
+        }
+    }
+    if master.pipeline.out.len() > READ_CHUNK {
+        master.pipeline.flush(&master.core.clone()).await;
+        master.pipeline.out.clear();
+    }
+}
+
+pub async fn ack(io: &mut LinkIo, offset: u64) -> Result<(), String> {
+    io.send(&[b"REPLCONF", b"ACK", offset.to_string().as_bytes()]).await
+}
