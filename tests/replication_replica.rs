@@ -289,3 +289,33 @@ fn replica_of_redis_disk_backed_sync() {
 fn replica_of_redis_diskless_sync() {
     replica_of_redis(true);
 }
+
+/// `replicaof` in the configuration starts the link; with
+/// `replica-serve-stale-data no` a lost link answers MASTERDOWN (INFO
+/// still served), and the master's offset is kept for the next PSYNC.
+#[test]
+fn replicaof_at_start_and_stale_data() {
+    let dir = TempDir::new("start");
+    let redis = Redis::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let mut primary = redis.raw();
+    ok(&mut primary, &["SET", "k", "v"]);
+    let (dir_arg, port) = (dir.0.to_str().unwrap(), redis.port.to_string());
+    let corekv = Server::start(&["--shards", "2", "--dir", dir_arg, "--save", "", "--replicaof", "127.0.0.1", &port]);
+    let mut replica = corekv.raw();
+    wait_in_sync(&mut primary, &mut replica);
+    assert_eq!(run(&mut replica, &["GET", "k"]), Value::Bulk(b"v".to_vec()));
+    ok(&mut replica, &["CONFIG", "SET", "replica-serve-stale-data", "no"]);
+    drop(primary);
+    drop(redis);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(&mut replica, "replication", "master_link_status").as_deref() != Some("down") {
+        assert!(Instant::now() < deadline, "the link stays up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let masterdown = b"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.".to_vec();
+    assert_eq!(run(&mut replica, &["GET", "k"]), Value::Error(masterdown));
+    let readonly = b"READONLY You can't write against a read only replica.".to_vec();
+    assert_eq!(run(&mut replica, &["SET", "k", "w"]), Value::Error(readonly));
+    ok(&mut replica, &["CONFIG", "SET", "replica-serve-stale-data", "yes"]);
+    assert_eq!(run(&mut replica, &["GET", "k"]), Value::Bulk(b"v".to_vec()));
+}

@@ -186,7 +186,8 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
         crate::persistence::aof::start(&core, found).await;
     }
     // As a replica from the first client on; core 0 runs the link.
-    if let Some(target) = core.config().replicaof.clone() {
+    let replicaof = core.config().replicaof.clone();
+    if let Some(target) = replicaof {
         replica::start_as_replica(&core, target);
     }
     if core.index == 0 {
