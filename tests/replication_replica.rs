@@ -251,6 +251,9 @@ fn replica_of_redis(diskless: bool) {
     }
     wait_in_sync(&mut primary, &mut replica);
     assert_same_dataset(&mut primary, &mut replica);
+    // REPLCONF GETACK is answered with the offset applied.
+    ok(&mut primary, &["SET", "acked", "1"]);
+    assert_eq!(run(&mut primary, &["WAIT", "1", "5000"]), Value::Int(1));
 
     // Client writes are refused; reads are served.
     let readonly = Value::Error(b"READONLY You can't write against a read only replica.".to_vec());
