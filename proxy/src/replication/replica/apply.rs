@@ -7,7 +7,7 @@
 
 use super::io::{LinkIo, Read};
 use crate::blocking;
-use crate::core::Core;
+use crate::core::{Core, CoreStats};
 use crate::resp::{Limits, Parsed, RequestParser};
 use crate::session::Connection;
 use shard::Args;
@@ -25,10 +25,14 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
     let mut parser = RequestParser::new();
     let mut buf = vec![0u8; READ_CHUNK];
     let mut filled = 0usize;
-    let mut offset = core.repl.replica.link.borrow().offset;
+    // The stream offset of `buf[0]`, and the offset applied: the end of
+    // the last command outside a MULTI (Redis's reploff), so a link lost
+    // inside a transaction resumes from its MULTI.
+    let mut buf_offset = core.repl.replica.link.borrow().offset;
+    let mut offset = buf_offset;
     let mut last_ack = Instant::now();
     let mut last_io = Instant::now();
-    let result = loop {
+    loop {
         if core.repl.replica.link.borrow().generation != generation || core.process.shutting_down() {
             break Ok(());
         }
@@ -57,13 +61,10 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
             link.read_offset += n as u64;
             link.last_io = Some(last_io);
         }
-        // Every complete command of earlier reads is consumed and shifted.
-        let base = offset;
         let limits = Limits { proto_max_bulk_len: core.config().proto_max_bulk_len, unauthenticated: false };
         master.now = core.now_ms();
         let mut failed = None;
         loop {
-            let before = parser.consumed();
             match parser.next(&buf[..filled], &limits) {
                 Parsed::Command { inline } => {
                     let src: &[u8] = if inline { parser.inline_buf() } else { &buf[..filled] };
@@ -73,14 +74,18 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
                         if args.len() >= 2 && args.get(1).eq_ignore_ascii_case(b"getack") {
                             // Everything before it is applied before the answer.
                             master.pipeline.flush(core).await;
-                            if let Err(e) = ack(io, base + before as u64).await {
+                            if let Err(e) = ack(io, offset).await {
                                 failed = Some(e);
                                 break;
                             }
                             last_ack = Instant::now();
                         }
                     } else if !name.eq_ignore_ascii_case(b"ping") {
+                        CoreStats::add(&core.stats.commands, 1);
                         run(&mut master, args).await;
+                    }
+                    if master.state.multi.is_none() {
+                        offset = buf_offset + parser.consumed() as u64;
                     }
                 }
                 Parsed::Incomplete => break,
@@ -96,7 +101,7 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
             break Err(e);
         }
         let consumed = parser.consumed();
-        offset = base + consumed as u64;
+        buf_offset += consumed as u64;
         core.repl.replica.link.borrow_mut().offset = offset;
         buf.copy_within(consumed..filled, 0);
         filled -= consumed;
@@ -104,8 +109,7 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
         if filled == 0 && buf.len() > 4 * READ_CHUNK {
             buf = vec![0u8; READ_CHUNK];
         }
-    };
-    result
+    }
 }
 
 /// One command through the router, as a client's would go.
