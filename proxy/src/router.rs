@@ -149,7 +149,9 @@ impl Connection {
         // Redis refuses writes (and PING) after a failed BGSAVE, or while
         // the AOF cannot be written.
         let (rdb_failed, aof_failing) = (self.core.save.deny_writes.get(), self.core.aof.refusals.any.get());
-        if (rdb_failed || aof_failing) && (spec.has_flag(flags::WRITE) || spec.name == "ping") {
+        // The primary's stream is applied regardless (Redis 7.0 with
+        // repl-ignore-disk-write-error; it waits out a busy script too).
+        if (rdb_failed || aof_failing) && (spec.has_flag(flags::WRITE) || spec.name == "ping") && !self.state.master {
             match rdb_failed {
                 true => self.reject(persistence::MISCONF),
                 false => self.reject(&persistence::aof::misconf(&self.core)),
@@ -172,7 +174,7 @@ impl Connection {
             }
             return None;
         }
-        if let Some(busy) = self.busy_refusal(spec) {
+        if let Some(busy) = self.busy_refusal(spec).filter(|_| !self.state.master) {
             self.reject(busy);
             return None;
         }

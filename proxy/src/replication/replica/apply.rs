@@ -8,7 +8,8 @@
 use super::io::{LinkIo, Read};
 use crate::blocking;
 use crate::core::{Core, CoreStats};
-use crate::resp::{Limits, Parsed, RequestParser};
+use crate::log;
+use crate::resp::{skip_value, Limits, Parsed, RequestParser};
 use crate::session::Connection;
 use shard::Args;
 use std::rc::Rc;
@@ -32,6 +33,8 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
     let mut offset = buf_offset;
     let mut last_ack = Instant::now();
     let mut last_io = Instant::now();
+    // The commands whose replies are still to be looked at, in order.
+    let mut names: Vec<String> = Vec::new();
     loop {
         if core.repl.replica.link.borrow().generation != generation || core.process.shutting_down() {
             break Ok(());
@@ -73,7 +76,7 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
                     if name.eq_ignore_ascii_case(b"replconf") {
                         if args.len() >= 2 && args.get(1).eq_ignore_ascii_case(b"getack") {
                             // Everything before it is applied before the answer.
-                            master.pipeline.flush(core).await;
+                            drain_replies(&mut master, &mut names).await;
                             if let Err(e) = ack(io, offset).await {
                                 failed = Some(e);
                                 break;
@@ -82,7 +85,11 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
                         }
                     } else if !name.eq_ignore_ascii_case(b"ping") {
                         CoreStats::add(&core.stats.commands, 1);
+                        names.push(String::from_utf8_lossy(name).into_owned());
                         run(&mut master, args).await;
+                        if master.pipeline.out.len() > READ_CHUNK {
+                            drain_replies(&mut master, &mut names).await;
+                        }
                     }
                     if master.state.multi.is_none() {
                         offset = buf_offset + parser.consumed() as u64;
@@ -95,8 +102,7 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
                 }
             }
         }
-        master.pipeline.flush(core).await;
-        master.pipeline.out.clear();
+        drain_replies(&mut master, &mut names).await;
         if let Some(e) = failed {
             break Err(e);
         }
@@ -120,10 +126,27 @@ async fn run(master: &mut Connection, args: Args<'_>) {
             blocking::give_up(master, wait).await;
         }
     }
-    if master.pipeline.out.len() > READ_CHUNK {
-        master.pipeline.flush(&master.core.clone()).await;
-        master.pipeline.out.clear();
+}
+
+/// Waits for the replies so far and drops them, logging an error one
+/// gave as Redis does (the dataset may now differ from the primary's).
+async fn drain_replies(master: &mut Connection, names: &mut Vec<String>) {
+    master.pipeline.flush(&master.core.clone()).await;
+    let (out, mut at) = (&master.pipeline.out, 0);
+    for name in names.drain(..) {
+        if out.get(at) == Some(&b'-') {
+            let end = out[at..].iter().position(|&b| b == b'\r').map_or(out.len(), |e| at + e);
+            let error = String::from_utf8_lossy(&out[at + 1..end]);
+            log::warning(&format!(
+                "== CRITICAL == This replica is sending an error to its master: '{error}' after processing the command '{name}'"
+            ));
+        }
+        match skip_value(&out[at.min(out.len())..]) {
+            Some(n) => at += n,
+            None => break,
+        }
     }
+    master.pipeline.out.clear();
 }
 
 pub async fn ack(io: &mut LinkIo, offset: u64) -> Result<(), String> {
