@@ -229,7 +229,12 @@ fn replica_of_redis(diskless: bool) {
     let name = if diskless { "diskless" } else { "disk" };
     let dir = TempDir::new(name);
     let yes_no = if diskless { "yes" } else { "no" };
-    let redis = Redis::start_with(&["--repl-diskless-sync", yes_no, "--repl-diskless-sync-delay", "0"]);
+    let primary_home = TempDir::new(&format!("{name}-primary"));
+    let primary_dir = primary_home.0.to_str().unwrap();
+    // Its disk-backed sync saves a dump.rdb: not into the working directory
+    // other tests' servers load from.
+    let redis =
+        Redis::start_with(&["--repl-diskless-sync", yes_no, "--repl-diskless-sync-delay", "0", "--dir", primary_dir]);
     let mut primary = redis.raw();
     populate(&mut primary);
     let dir_arg = dir.0.to_str().unwrap();
@@ -299,7 +304,8 @@ fn replica_of_redis_diskless_sync() {
 #[test]
 fn replicaof_at_start_and_stale_data() {
     let dir = TempDir::new("start");
-    let redis = Redis::start_with(&["--repl-diskless-sync-delay", "0"]);
+    let primary_home = TempDir::new("start-primary");
+    let redis = Redis::start_with(&["--repl-diskless-sync-delay", "0", "--dir", primary_home.0.to_str().unwrap()]);
     let mut primary = redis.raw();
     ok(&mut primary, &["SET", "k", "v"]);
     let (dir_arg, port) = (dir.0.to_str().unwrap(), redis.port.to_string());
