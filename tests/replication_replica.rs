@@ -328,3 +328,28 @@ fn replicaof_at_start_and_stale_data() {
     ok(&mut replica, &["CONFIG", "SET", "replica-serve-stale-data", "yes"]);
     assert_eq!(run(&mut replica, &["GET", "k"]), Value::Bulk(b"v".to_vec()));
 }
+
+/// REPLICAOF another primary: PSYNC with the old history fails there, so
+/// a full resync replaces the whole dataset (the old primary's keys gone).
+#[test]
+fn switching_primaries_replaces_the_dataset() {
+    let (home_a, home_b, home) = (TempDir::new("switch-a"), TempDir::new("switch-b"), TempDir::new("switch"));
+    let start =
+        |dir: &TempDir| Redis::start_with(&["--repl-diskless-sync-delay", "0", "--dir", dir.0.to_str().unwrap()]);
+    let (redis_a, redis_b) = (start(&home_a), start(&home_b));
+    let (mut a, mut b) = (redis_a.raw(), redis_b.raw());
+    for i in 0..50 {
+        ok(&mut a, &["SET", &format!("a:{i}"), "from a"]);
+        ok(&mut b, &["HSET", &format!("b:{i}"), "f", "from b"]);
+    }
+    let corekv = Server::start(&["--shards", "3", "--dir", home.0.to_str().unwrap(), "--save", ""]);
+    let mut replica = corekv.raw();
+    ok(&mut replica, &["REPLICAOF", "127.0.0.1", &redis_a.port.to_string()]);
+    wait_in_sync(&mut a, &mut replica);
+    assert_same_dataset(&mut a, &mut replica);
+    ok(&mut replica, &["REPLICAOF", "127.0.0.1", &redis_b.port.to_string()]);
+    wait_in_sync(&mut b, &mut replica);
+    assert_same_dataset(&mut b, &mut replica);
+    assert_eq!(stat(&mut b, "sync_full"), 1);
+    assert_eq!(run(&mut replica, &["EXISTS", "a:1"]), Value::Int(0));
+}
