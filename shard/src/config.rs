@@ -172,7 +172,9 @@ impl OutputBufferLimits {
             let soft = parse_memory(group[2]);
             let secs = group[3].parse::<u64>().ok();
             match (hard, soft, secs) {
-                (Some(hard), Some(soft), Some(soft_seconds)) => *class = OutputBufferLimit { hard, soft, soft_seconds },
+                (Some(hard), Some(soft), Some(soft_seconds)) => {
+                    *class = OutputBufferLimit { hard, soft, soft_seconds }
+                }
                 _ => return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into()),
             }
         }
@@ -523,12 +525,9 @@ pub static PARAMS: &[Param] = &[
         }
     }),
     // Replication (proxy/src/replication/).
-    param!(
-        "replicaof",
-        false,
-        |c| c.replicaof.as_ref().map(|(h, p)| format!("{h} {p}")).unwrap_or_default(),
-        |c, v| { c.replicaof = replica_of(v)? }
-    ),
+    param!("replicaof", false, |c| c.replicaof.as_ref().map(|(h, p)| format!("{h} {p}")).unwrap_or_default(), |c, v| {
+        c.replicaof = replica_of(v)?
+    }),
     param!("slaveof", false, |c| c.replicaof.as_ref().map(|(h, p)| format!("{h} {p}")).unwrap_or_default(), |c, v| {
         c.replicaof = replica_of(v)?
     }),
@@ -546,7 +545,8 @@ pub static PARAMS: &[Param] = &[
         memory_in(v, 1)?),
     param!("repl-backlog-ttl", true, |c| c.repl_backlog_ttl.to_string(), |c, v| c.repl_backlog_ttl =
         int_in(v, 0, i64::MAX)? as u64),
-    param!("repl-diskless-sync", true, |c| show_yes_no(c.repl_diskless_sync), |c, v| c.repl_diskless_sync = yes_no(v)?),
+    param!("repl-diskless-sync", true, |c| show_yes_no(c.repl_diskless_sync), |c, v| c.repl_diskless_sync =
+        yes_no(v)?),
     param!("repl-diskless-sync-delay", true, |c| c.repl_diskless_sync_delay.to_string(), |c, v| c
         .repl_diskless_sync_delay =
         int_in(v, 0, i32::MAX as i64)? as u64),
@@ -573,12 +573,9 @@ pub static PARAMS: &[Param] = &[
             _ => return Err("argument(s) must be one of the following: no, lz4, zstd".into()),
         }
     }),
-    param!(
-        "replica-output-buffer-compression-level",
-        true,
-        |c| c.replica_output_buffer_compression_level.to_string(),
-        |c, v| c.replica_output_buffer_compression_level = int_in(v, -7, 22)? as i32
-    ),
+    param!("replica-output-buffer-compression-level", true, |c| c.replica_output_buffer_compression_level
+        .to_string(), |c, v| c.replica_output_buffer_compression_level =
+        int_in(v, -7, 22)? as i32),
     param!("replica-output-buffer-block-size", true, |c| c.replica_output_buffer_block_size.to_string(), |c, v| c
         .replica_output_buffer_block_size =
         memory_in(v, 1024)?.min(64 << 20)),
