@@ -57,6 +57,10 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
             Ok(Read::Idle) => continue,
             Err(e) => break Err(e),
         };
+        // REPLICAOF may have moved on while this read waited.
+        if core.repl.replica.link.borrow().generation != generation {
+            break Ok(());
+        }
         last_io = Instant::now();
         filled += n;
         {

@@ -113,7 +113,7 @@ pub fn next_mode(core: &Core) -> (u64, u8) {
 /// keep expired keys for the primary's DELs.
 pub fn apply_mode(core: &Core, (seq, mode): (u64, u8)) {
     let state = &core.repl.replica;
-    if core.index != 0 && seq <= state.mode_seen.get() {
+    if seq <= state.mode_seen.get() {
         return;
     }
     state.mode_seen.set(seq);
@@ -151,11 +151,12 @@ pub fn set_psync_base(core: &Core, replid: String, offset: u64) {
     link.synced = true;
 }
 
-/// Core 0: ROLE on a replica: (host, port, state, offset applied or -1).
+/// Core 0: ROLE on a replica: (host, port, state, offset applied while
+/// connected, else -1).
 pub fn role_reply(core: &Core) -> Option<(String, u16, &'static str, i64)> {
     let link = core.repl.replica.link.borrow();
     let (host, port) = link.master.clone()?;
-    let offset = if link.synced { link.offset as i64 } else { -1 };
+    let offset = if link.status == LinkStatus::Connected { link.offset as i64 } else { -1 };
     Some((host, port, link.status.word(), offset))
 }
 
