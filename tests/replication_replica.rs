@@ -354,3 +354,39 @@ fn switching_primaries_replaces_the_dataset() {
     assert_eq!(stat(&mut b, "sync_full"), 1);
     assert_eq!(run(&mut replica, &["EXISTS", "a:1"]), Value::Int(0));
 }
+
+/// `repl-timeout`: a primary silent for longer (DEBUG SLEEP) drops the
+/// link with Redis's log line; it comes back as a partial resync.
+#[test]
+fn a_silent_primary_times_out_and_resumes_partially() {
+    let (home_primary, home) = (TempDir::new("timeout-primary"), TempDir::new("timeout"));
+    let redis = Redis::start_with(&[
+        "--repl-diskless-sync-delay",
+        "0",
+        "--repl-ping-replica-period",
+        "1",
+        "--enable-debug-command",
+        "yes",
+        "--dir",
+        home_primary.0.to_str().unwrap(),
+    ]);
+    let mut primary = redis.raw();
+    ok(&mut primary, &["SET", "k", "1"]);
+    let port = redis.port.to_string();
+    let args = ["--shards", "2", "--dir", home.0.to_str().unwrap(), "--save", "", "--repl-timeout", "2"];
+    let corekv = Server::start(&args);
+    let mut replica = corekv.raw();
+    ok(&mut replica, &["REPLICAOF", "127.0.0.1", &port]);
+    wait_in_sync(&mut primary, &mut replica);
+    // Pings every second keep an idle link up.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(info_field(&mut replica, "replication", "master_link_status").as_deref(), Some("up"));
+    let partial = stat(&mut primary, "sync_partial_ok");
+    ok(&mut primary, &["DEBUG", "SLEEP", "3.5"]);
+    ok(&mut primary, &["INCR", "k"]);
+    wait_in_sync(&mut primary, &mut replica);
+    assert!(corekv.log.lock().unwrap().iter().any(|l| l.contains("MASTER timeout: no data nor PING received...")));
+    assert_eq!(stat(&mut primary, "sync_full"), 1);
+    assert!(stat(&mut primary, "sync_partial_ok") > partial);
+    assert_eq!(run(&mut replica, &["GET", "k"]), Value::Bulk(b"2".to_vec()));
+}
