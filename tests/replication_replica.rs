@@ -390,3 +390,34 @@ fn a_silent_primary_times_out_and_resumes_partially() {
     assert!(stat(&mut primary, "sync_partial_ok") > partial);
     assert_eq!(run(&mut replica, &["GET", "k"]), Value::Bulk(b"2".to_vec()));
 }
+
+/// With `appendonly yes` the replica's AOF restarts on the loaded dataset
+/// and logs the stream after it: a restart from the AOF alone holds the
+/// primary's dataset.
+#[test]
+fn the_aof_restarts_on_the_synced_dataset() {
+    let (home_primary, home) = (TempDir::new("aof-primary"), TempDir::new("aof"));
+    let redis = Redis::start_with(&["--repl-diskless-sync-delay", "0", "--dir", home_primary.0.to_str().unwrap()]);
+    let mut primary = redis.raw();
+    for i in 0..100 {
+        ok(&mut primary, &["RPUSH", &format!("l:{i}"), "a", "b"]);
+    }
+    let dir = home.0.to_str().unwrap();
+    let port = redis.port.to_string();
+    let aof_args = ["--shards", "3", "--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always"];
+    let corekv = Server::start(&aof_args);
+    let mut replica = corekv.raw();
+    ok(&mut replica, &["SET", "local", "gone after the sync"]);
+    ok(&mut replica, &["REPLICAOF", "127.0.0.1", &port]);
+    wait_in_sync(&mut primary, &mut replica);
+    for i in 0..100 {
+        ok(&mut primary, &["LPUSH", &format!("l:{i}"), "c"]);
+    }
+    ok(&mut primary, &["SET", "after", "1"]);
+    wait_in_sync(&mut primary, &mut replica);
+    drop(replica);
+    assert!(corekv.terminate().success());
+    let restarted = Server::start(&aof_args);
+    let mut replica = restarted.raw();
+    assert_same_dataset(&mut primary, &mut replica);
+}

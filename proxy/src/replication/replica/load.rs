@@ -3,12 +3,14 @@
 //! flushes its shard and runs the start-up loader over the file in
 //! parallel, keeping only the keys it owns. While it runs, every core
 //! answers clients with Redis's LOADING error, so no one sees a keyspace
-//! half old and half new.
+//! half old and half new. With `appendonly yes` the AOF restarts on the
+//! new dataset, as Redis's restartAOFAfterSYNC.
 
 use super::publish;
 use crate::coordinator::dispatch::call_all;
 use crate::core::Core;
 use crate::log;
+use crate::persistence::aof;
 use crate::persistence::load::{load_keys, Dump};
 use std::path::Path;
 use std::rc::Rc;
@@ -32,6 +34,12 @@ pub async fn load_received(core: &Rc<Core>, received: &Path) -> Result<(), Strin
     };
     core.repl.replica.link.borrow_mut().loading = true;
     publish(core).await;
+    // As Redis: the AOF stops before the flush and starts again on the
+    // loaded dataset (its first content is the new keyspace).
+    let aof = core.aof.enabled.get();
+    if aof {
+        aof::turn_off(core).await;
+    }
     log::notice("MASTER <-> REPLICA sync: Flushing old data");
     log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
     let started = std::time::Instant::now();
@@ -54,6 +62,11 @@ pub async fn load_received(core: &Rc<Core>, received: &Path) -> Result<(), Strin
                 return Err("Failed trying to load the MASTER synchronization DB from disk, check server logs.".into());
             }
             None => return Err("A shard is gone (shutting down)".into()),
+        }
+    }
+    if aof {
+        if let Err(e) = aof::turn_on(core).await {
+            log::warning(&format!("Failed enabling the AOF after successful master synchronization! {e}"));
         }
     }
     log::notice(&format!(
