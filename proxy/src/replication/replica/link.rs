@@ -100,6 +100,8 @@ async fn session(core: &Rc<Core>, host: &str, port: u16, generation: u64) -> Res
     {
         let mut link = state.link.borrow_mut();
         link.status = LinkStatus::Connected;
+        // Bytes read but not applied before a loss are sent again.
+        link.read_offset = link.offset;
         link.last_io = Some(Instant::now());
         link.down_since = None;
     }
