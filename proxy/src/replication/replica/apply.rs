@@ -34,7 +34,7 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
     let mut last_ack = Instant::now();
     let mut last_io = Instant::now();
     // The commands whose replies are still to be looked at, in order.
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<&'static str> = Vec::new();
     loop {
         if core.repl.replica.link.borrow().generation != generation || core.process.shutting_down() {
             break Ok(());
@@ -89,7 +89,7 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
                         }
                     } else if !name.eq_ignore_ascii_case(b"ping") {
                         CoreStats::add(&core.stats.commands, 1);
-                        names.push(String::from_utf8_lossy(name).into_owned());
+                        names.push(core.commands.lookup(name).map_or("<unknown>", |spec| spec.name));
                         run(&mut master, args).await;
                         if master.pipeline.out.len() > READ_CHUNK {
                             drain_replies(&mut master, &mut names).await;
@@ -134,7 +134,7 @@ async fn run(master: &mut Connection, args: Args<'_>) {
 
 /// Waits for the replies so far and drops them, logging an error one
 /// gave as Redis does (the dataset may now differ from the primary's).
-async fn drain_replies(master: &mut Connection, names: &mut Vec<String>) {
+async fn drain_replies(master: &mut Connection, names: &mut Vec<&'static str>) {
     master.pipeline.flush(&master.core.clone()).await;
     let (out, mut at) = (&master.pipeline.out, 0);
     for name in names.drain(..) {
