@@ -199,6 +199,8 @@ fn every_command_with_any_argument_count_is_safe() {
             }
         }
     }
+    // REPLICAOF k 0 made it a replica (as it would Redis): writable again.
+    assert_eq!(raw.cmd_str("REPLICAOF NO ONE"), Value::Simple(b"OK".to_vec()));
     assert_healthy(&server);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

@@ -91,6 +91,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 watched_absent: Vec::new(),
                 repl_hello: Default::default(),
                 sync: None,
+                master: false,
             },
             now: 0,
             last_cmd: "NULL",

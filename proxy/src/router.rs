@@ -10,6 +10,7 @@ use crate::commands::{self, transactions};
 use crate::coordinator::wait_for_release;
 use crate::log;
 use crate::persistence;
+use crate::replication::replica::state::refusal;
 use crate::session::{Connection, Deferred};
 use shard::commands::{arity_error, flags};
 use shard::reply::errors::NOAUTH;
@@ -148,16 +149,28 @@ impl Connection {
         // Redis refuses writes (and PING) after a failed BGSAVE, or while
         // the AOF cannot be written.
         let (rdb_failed, aof_failing) = (self.core.save.deny_writes.get(), self.core.aof.refusals.any.get());
-        if (rdb_failed || aof_failing) && (spec.has_flag(flags::WRITE) || spec.name == "ping") {
+        // The primary's stream is applied regardless (Redis 7.0 with
+        // repl-ignore-disk-write-error; it waits out a busy script too).
+        if (rdb_failed || aof_failing) && (spec.has_flag(flags::WRITE) || spec.name == "ping") && !self.state.master {
             match rdb_failed {
                 true => self.reject(persistence::MISCONF),
                 false => self.reject(&persistence::aof::misconf(&self.core)),
             }
             return None;
         }
-        if spec.has_flag(flags::WRITE) && self.too_few_replicas() {
+        if spec.has_flag(flags::WRITE) && !self.state.master && self.too_few_replicas() {
             self.reject("NOREPLICAS Not enough good replicas to write.");
             return None;
+        }
+        let replica_mode = self.core.repl.replica.mode.get();
+        if replica_mode != 0 && !self.state.master {
+            let config = self.core.config();
+            let refused = refusal(replica_mode, spec, config.replica_read_only, config.replica_serve_stale_data);
+            drop(config);
+            if let Some(msg) = refused {
+                self.reject(msg);
+                return None;
+            }
         }
         if self.cluster && self.redirected(spec, &args) {
             if let Some(q) = &mut self.state.multi {
@@ -165,7 +178,7 @@ impl Connection {
             }
             return None;
         }
-        if let Some(busy) = self.busy_refusal(spec) {
+        if let Some(busy) = self.busy_refusal(spec).filter(|_| !self.state.master) {
             self.reject(busy);
             return None;
         }

@@ -10,6 +10,7 @@ use crate::core::{Core, Process};
 use crate::log;
 use crate::mesh::{Mesh, RequestMesh, ResponseMesh};
 use crate::persistence::{self, load::Dump};
+use crate::replication::replica::{self, link};
 use crate::ring::{Ring, RingConfig};
 use crate::session::Port;
 use crate::stream::ClientStream;
@@ -183,6 +184,14 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     }
     if let Some(found) = &setup.aof {
         crate::persistence::aof::start(&core, found).await;
+    }
+    // As a replica from the first client on; core 0 runs the link.
+    let replicaof = core.config().replicaof.clone();
+    if let Some(target) = replicaof {
+        replica::start_as_replica(&core, target);
+    }
+    if core.index == 0 {
+        glommio::spawn_local(link::supervise(core.clone())).detach();
     }
     if core.config().client_ring {
         let sqpoll_ms = core.config().client_ring_sqpoll_ms;

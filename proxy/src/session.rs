@@ -39,6 +39,9 @@ pub struct ConnState {
     pub repl_hello: ReplicaHello,
     /// SYNC/PSYNC: the socket becomes a replica's link after this batch.
     pub sync: Option<SyncRequest>,
+    /// The primary's stream applied on a replica: exempt from READONLY,
+    /// MASTERDOWN and LOADING.
+    pub master: bool,
 }
 
 /// Which listener accepted a connection.
@@ -89,6 +92,35 @@ impl Queued {
 }
 
 impl Connection {
+    /// A connection with no socket, its replies discarded: the master
+    /// client a replica applies its primary's stream through.
+    pub fn master_client(core: Rc<Core>, id: u64) -> Connection {
+        let cluster = core.cluster().enabled();
+        Connection {
+            pipeline: Pipeline::new(core.count),
+            state: ConnState {
+                id,
+                registry_key: usize::MAX,
+                db: 0,
+                resp3: false,
+                authenticated: true,
+                close: false,
+                port_node: None,
+                shard_port: false,
+                multi: None,
+                watched: Vec::new(),
+                watched_absent: Vec::new(),
+                repl_hello: Default::default(),
+                sync: None,
+                master: true,
+            },
+            core,
+            now: 0,
+            last_cmd: "NULL",
+            cluster,
+        }
+    }
+
     pub fn error(&mut self, msg: &str) {
         self.pipeline.local(|out| shard::Reply::new(out, false).error(msg));
     }

@@ -80,6 +80,13 @@ pub struct Db {
     /// Clients WATCHing keys of this database, if any: every way a key
     /// changes or goes away here touches it (one branch when none).
     pub watch: Option<Box<WatchTable>>,
+    /// A replica's expiry (Redis 7.0's expireIfNeeded on a replica): keys
+    /// whose time ran out are hidden from reads but stay until the
+    /// primary's DEL arrives; no active expiry.
+    pub keep_expired: bool,
+    /// Set while a replica runs a write (only its primary sends those):
+    /// expired keys are live to it, as to Redis's master client.
+    pub obey_master: bool,
 }
 
 #[inline(always)]
@@ -118,6 +125,16 @@ impl Db {
         self.volatile
     }
 
+    /// The time expiry is judged by: none runs out for the master client.
+    #[inline(always)]
+    fn expiry_clock(&self, now: u64) -> u64 {
+        if self.obey_master {
+            0
+        } else {
+            now
+        }
+    }
+
     pub fn hash(&self, key: &[u8]) -> u64 {
         self.table.hash(key)
     }
@@ -139,14 +156,16 @@ impl Db {
         // SAFETY: `entry` points into the table, which is not touched again
         // before the reference is returned; this only sidesteps the borrow
         // checker's conditional-return limitation (NLL problem case #3).
-        let live = unsafe { !(*entry).is_expired(now) };
+        let live = unsafe { !(*entry).is_expired(self.expiry_clock(now)) };
         if live {
             let entry = unsafe { &mut *entry };
             // The caller may change it: a snapshot keeps the old state.
             preserve(&mut self.snap, entry);
             return Some(entry);
         }
-        self.remove_expired(hash, key);
+        if !self.keep_expired {
+            self.remove_expired(hash, key);
+        }
         None
     }
 
@@ -166,7 +185,7 @@ impl Db {
     /// held at once (multi-key set operations).
     pub fn find(&self, key: &[u8], now: u64) -> Option<&Entry> {
         let entry = self.table.find(self.table.hash(key), key)?;
-        (!entry.is_expired(now)).then_some(entry)
+        (!entry.is_expired(self.expiry_clock(now))).then_some(entry)
     }
 
     /// True while a snapshot of this database is being written.
@@ -195,7 +214,8 @@ impl Db {
             preserve(&mut self.snap, entry);
             let old_volatile = entry.expire_at != 0;
             // An expired key is replaced as if absent: KEEPTTL keeps nothing.
-            let ttl = if ttl == Ttl::Keep && entry.is_expired(now) { Ttl::Clear } else { ttl };
+            let expired = entry.is_expired(if self.obey_master { 0 } else { now });
+            let ttl = if ttl == Ttl::Keep && expired { Ttl::Clear } else { ttl };
             entry.value = value;
             entry.access = (now / 1000) as u32;
             match ttl {
@@ -224,7 +244,7 @@ impl Db {
         preserve(&mut self.snap, &mut entry);
         if entry.expire_at != 0 {
             self.volatile -= 1;
-            if entry.is_expired(now) {
+            if entry.is_expired(self.expiry_clock(now)) {
                 self.expired_keys += 1;
                 if self.log_expired {
                     self.expired_log.push(entry.key);
@@ -254,6 +274,7 @@ impl Db {
     /// Calls `visit` for live keys from scan position `pos`; see
     /// [`DashTable::scan`].
     pub fn scan(&self, pos: u64, shift: u32, count: usize, now: u64, mut visit: impl FnMut(&Entry)) -> Option<u64> {
+        let now = self.expiry_clock(now);
         self.table.scan(pos, shift, count, |e| {
             if !e.is_expired(now) {
                 visit(e)
@@ -262,19 +283,23 @@ impl Db {
     }
 
     pub fn iter_live(&self, now: u64) -> impl Iterator<Item = &Entry> {
+        let now = self.expiry_clock(now);
         self.table.iter().filter(move |e| !e.is_expired(now))
     }
 
     /// A random live key (expired picks are removed and retried a few times,
     /// as Redis's `dbRandomKey` does).
     pub fn random_key(&mut self, now: u64, mut rnd: impl FnMut() -> u64) -> Option<CompactBytes> {
+        let now = self.expiry_clock(now);
         for _ in 0..100 {
             let entry = self.table.random(&mut rnd)?;
             if !entry.is_expired(now) {
                 return Some(entry.key.clone());
             }
             let key = entry.key.clone();
-            self.remove_expired(self.table.hash(&key), &key);
+            if !self.keep_expired {
+                self.remove_expired(self.table.hash(&key), &key);
+            }
         }
         None
     }
@@ -301,7 +326,7 @@ impl Db {
     /// entries were examined or the table was swept once. Returns the number
     /// of keys expired.
     pub fn expire_step(&mut self, now: u64, budget: usize) -> usize {
-        if self.volatile == 0 {
+        if self.volatile == 0 || self.keep_expired {
             return 0;
         }
         let mut examined = 0;
@@ -367,6 +392,21 @@ mod tests {
         assert_eq!(total, 1000);
         assert_eq!(db.volatile(), 0);
         assert_eq!(db.len(), 1000);
+    }
+
+    #[test]
+    fn replica_expiry_hides_without_deleting() {
+        let mut db = Db { keep_expired: true, ..Db::default() };
+        db.set(b"k", Value::Int(1), Ttl::At(100), 0);
+        assert!(db.get(b"k", 200).is_none());
+        assert!(db.find(b"k", 200).is_none());
+        assert_eq!(db.expire_step(200, 100), 0);
+        assert!(db.has_entry(b"k"), "only the primary's DEL removes it");
+        // The master client sees it live (INCR, PERSIST... act on it).
+        db.obey_master = true;
+        assert!(db.get(b"k", 200).is_some());
+        assert!(db.remove(b"k", 200).is_some());
+        assert_eq!(db.expired_keys, 0);
     }
 
     #[test]

@@ -136,6 +136,7 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "rpoplpush" => list::lmove(conn, args, true).await,
         "lmpop" => list::lmpop(conn, args).await,
         "info" => server::info(conn, args).await,
+        // TEMPORARY (repl-replica helper): the lead's commands/replication.rs takes this over.
         "discard" => transactions::discard(conn).await,
         "watch" => transactions::watch(conn, args).await,
         "unwatch" => transactions::unwatch(conn).await,

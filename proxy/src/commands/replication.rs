@@ -75,7 +75,8 @@ pub async fn wait_command(conn: &mut Connection, args: Args<'_>) {
 
 /// ROLE.
 pub async fn role(conn: &mut Connection) {
-    if let Some((host, port, state, offset)) = replica::role_reply(&conn.core) {
+    let as_replica = crate::coordinator::dispatch::call(&conn.core, 0, |c| replica::role_reply(c)).await.flatten();
+    if let Some((host, port, state, offset)) = as_replica {
         return reply(conn, |r| {
             r.array(5);
             r.bulk(b"slave");

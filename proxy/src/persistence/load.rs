@@ -68,6 +68,12 @@ impl Drop for Dump {
 
 /// Loads this core's keys. Core 0 logs progress about once a second.
 pub fn load(core: &Core, dump: &Dump) -> Result<(), String> {
+    load_keys(core, dump, true)
+}
+
+/// `load`, keeping keys already expired when `drop_expired` is false (a
+/// replica loading its primary's RDB: the primary's DELs remove them).
+pub fn load_keys(core: &Core, dump: &Dump, drop_expired: bool) -> Result<(), String> {
     let data = dump.bytes();
     let started = Instant::now();
     let mut next_report = started + Duration::from_secs(1);
@@ -109,7 +115,7 @@ pub fn load(core: &Core, dump: &Dump) -> Result<(), String> {
             }
             Some(Item::Entry { db, key, expire_at_ms, idle, value, .. }) => {
                 // Keys already expired are dropped, as a primary does.
-                if expire_at_ms.is_some_and(|at| at <= now) {
+                if drop_expired && expire_at_ms.is_some_and(|at| at <= now) {
                     expired += 1;
                     continue;
                 }

@@ -40,7 +40,7 @@ pub async fn ensure_started(core: &Rc<Core>) {
         if primary.is_some() {
             return false;
         }
-        let replica = crate::replication::replica::promoted_ids(c);
+        let replica = crate::replication::replica::master_replid_offset(c);
         let (replid2, offset, second) = match replica {
             Some((old, offset)) => (old, offset, offset as i64 + 1),
             None => ("0".repeat(40), 0, -1),

@@ -39,7 +39,14 @@ pub async fn section(core: &Rc<Core>) -> String {
     let mut out = String::new();
     if super::replica::is_replica(core) {
         out.push_str("role:slave\r\n");
-        super::replica::info_lines(core, &mut out);
+        let lines = call(core, HUB, |c| {
+            let mut lines = String::new();
+            super::replica::info_lines(c, &mut lines);
+            lines
+        })
+        .await
+        .unwrap_or_default();
+        out.push_str(&lines);
     } else {
         out.push_str("role:master\r\n");
     }

@@ -214,9 +214,18 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
     shard.stats.commands += 1;
     let reply_start = ctx.reply.buf.len();
     shard.dirty += (spec.flags & flags::WRITE != 0) as u64;
+    // A replica's writes come only from its primary: keys its own clock
+    // calls expired are live to them (Redis 7.0's expireIfNeeded).
+    let obey_master = shard.dbs[ctx.db].keep_expired && spec.flags & flags::WRITE != 0;
+    if obey_master {
+        shard.dbs.iter_mut().for_each(|db| db.obey_master = true);
+    }
     match spec.handler {
         Some(handler) => handler(shard, ctx, args),
         None => ctx.reply.error(&format!("ERR command '{}' cannot run on a shard", spec.name)),
+    }
+    if obey_master {
+        shard.dbs.iter_mut().for_each(|db| db.obey_master = false);
     }
     if shard.effects.is_some() && spec.has_flag(flags::WRITE) {
         crate::propagate::after_command(shard, spec, ctx.db, ctx.now, &args, &ctx.reply.buf[reply_start..]);
