@@ -543,3 +543,46 @@ fn the_stream_waiting_for_a_snapshot_is_held_compressed() {
         assert_same_dataset(&mut p, &mut r);
     }
 }
+
+#[test]
+fn a_corekv_replica_of_corekv_follows_and_resumes_partially() {
+    let primary = Server::start(&["--shards", "3"]);
+    let mut p = primary.raw();
+    for db in [0, 4] {
+        fill(&mut p, db, "c:");
+    }
+    let dir = std::env::temp_dir().join(format!("corekv-corekv-replica-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = primary.port.to_string();
+    let replica = Server::start_in(Some(&dir), &["--shards", "2", "--dir", dir.to_str().unwrap()]);
+    let mut r = replica.raw();
+    assert_eq!(r.cmd(&[b"REPLICAOF", b"127.0.0.1", port.as_bytes()]), Value::Simple(b"OK".to_vec()));
+    until("the link", Duration::from_secs(20), || link_up(&mut r));
+    for round in 0..100 {
+        writes(&mut p, round);
+    }
+    assert_eq!(p.cmd_str("WAIT 1 5000"), Value::Int(1));
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+    assert!(matches!(r.cmd_str("SET x 1"), Value::Error(e) if e.starts_with(b"READONLY")));
+    // The primary drops the link; the replica comes back for the rest.
+    let replica_addr = match p.cmd_str("CLIENT LIST") {
+        Value::Bulk(list) | Value::Verbatim(list) => String::from_utf8_lossy(&list)
+            .lines()
+            .find(|l| l.contains("cmd=psync"))
+            .and_then(|l| l.split(' ').find_map(|kv| kv.strip_prefix("addr=")).map(str::to_string))
+            .expect("the replica's connection"),
+        other => panic!("{other:?}"),
+    };
+    p.cmd(&[b"CLIENT", b"KILL", b"ADDR", replica_addr.as_bytes()]);
+    for round in 100..150 {
+        writes(&mut p, round);
+    }
+    until("the link again", Duration::from_secs(20), || link_up(&mut r));
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+    let stats = info(&mut p, "stats");
+    assert_eq!(field(&stats, "sync_full").as_deref(), Some("1"), "{stats}");
+    assert_eq!(field(&stats, "sync_partial_ok").as_deref(), Some("1"), "{stats}");
+    assert_same_dataset(&mut p, &mut r);
+    drop(replica);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -225,6 +225,8 @@ impl Connection {
 
     /// SYNC/PSYNC: from here on the socket carries the replication stream.
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
+        // CLIENT LIST shows it with cmd=psync (or sync) from here on.
+        self.update_registry(0);
         let peer = Peer {
             id: self.state.id,
             fd: stream.fd(),
