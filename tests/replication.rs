@@ -302,6 +302,19 @@ fn wait_counts_the_replicas_that_acknowledged() {
     p.cmd_str("CONFIG SET min-replicas-to-write 0");
     assert!(matches!(p.cmd_str("WAIT x 0"), Value::Error(_)));
     assert!(matches!(p.cmd_str("WAIT 1 -1"), Value::Error(_)));
+    // The primary dies right after WAIT: what WAIT counted survives.
+    for i in 0..50 {
+        p.cmd(&[b"SET", format!("last{i}").as_bytes(), b"w"]);
+    }
+    assert_eq!(p.cmd_str("WAIT 2 5000"), Value::Int(2));
+    // SAFETY: killing our own child.
+    unsafe { libc::kill(primary.child.id() as i32, libc::SIGKILL) };
+    for replica in &replicas {
+        let mut r = replica.raw();
+        for i in 0..50 {
+            assert_eq!(r.cmd(&[b"GET", format!("last{i}").as_bytes()]), Value::Bulk(b"w".to_vec()));
+        }
+    }
 }
 
 /// Reads one line (`+FULLRESYNC ...`) from a raw replica socket.
