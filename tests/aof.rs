@@ -6,28 +6,10 @@
 
 mod common;
 
-use common::Server;
+use common::{Server, TempDir};
 use redis::Connection;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// A temp folder removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("corekv-aof-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn start(dir: &Path, shards: usize, extra: &[&str]) -> Server {
     let shards = shards.to_string();

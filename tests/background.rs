@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Raw, Redis, Server};
+use common::{Raw, Redis, Server, TempDir};
 use proxy::resp::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -263,26 +263,4 @@ fn with_appendfsync_always_a_write_error_stops_the_server() {
         log.contains("Can't recover from AOF write error when the AOF fsync policy is 'always'. Exiting..."),
         "{log}"
     );
-}
-
-/// A temp folder removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("corekv-bg-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

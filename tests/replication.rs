@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Raw, Redis, Server};
+use common::{Raw, Redis, Server, TempDir};
 use proxy::resp::Value;
 use std::time::{Duration, Instant};
 
@@ -39,7 +39,7 @@ fn until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
 /// snapshot it receives into its `dir`), removed with it.
 struct Replica {
     redis: Redis,
-    dir: std::path::PathBuf,
+    _dir: TempDir,
 }
 
 impl Replica {
@@ -52,23 +52,13 @@ impl Replica {
     }
 }
 
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.redis.kill9();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 fn replica_of(primary: &Server, extra: &[&str]) -> Replica {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("corekv-replica-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.display().to_string();
+    let dir = TempDir::new(&format!("replica{}", NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
     let port = primary.port.to_string();
-    let mut args = vec!["--replicaof", "127.0.0.1", port.as_str(), "--dir", path.as_str()];
+    let mut args = vec!["--replicaof", "127.0.0.1", port.as_str(), "--dir", dir.path()];
     args.extend_from_slice(extra);
-    Replica { redis: Redis::start_with(&args), dir }
+    Replica { redis: Redis::start_with(&args), _dir: dir }
 }
 
 fn link_up(replica: &mut Raw) -> bool {
@@ -143,6 +133,16 @@ fn writes(c: &mut Raw, round: usize) {
     c.cmd_str("SELECT 3");
     c.cmd_str(&format!("ZADD z3 {round} m{r}"));
     c.cmd_str("SELECT 0");
+}
+
+/// The link is back without a second full sync, and the data agree.
+fn resumed_partially(p: &mut Raw, r: &mut Raw) {
+    until("the link again", Duration::from_secs(20), || link_up(r));
+    until("offsets to agree", Duration::from_secs(10), || caught_up(p, r));
+    let stats = info(p, "stats");
+    assert_eq!(field(&stats, "sync_full").as_deref(), Some("1"), "{stats}");
+    assert_eq!(field(&stats, "sync_partial_ok").as_deref(), Some("1"), "{stats}");
+    assert_same_dataset(p, r);
 }
 
 fn keys_of(c: &mut Raw, db: usize) -> Vec<Vec<u8>> {
@@ -264,12 +264,7 @@ fn a_dropped_link_resumes_with_a_partial_resync() {
     for round in 50..100 {
         writes(&mut p, round);
     }
-    until("the link again", Duration::from_secs(20), || link_up(&mut r));
-    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
-    let stats = info(&mut p, "stats");
-    assert_eq!(field(&stats, "sync_full").as_deref(), Some("1"), "{stats}");
-    assert_eq!(field(&stats, "sync_partial_ok").as_deref(), Some("1"), "{stats}");
-    assert_same_dataset(&mut p, &mut r);
+    resumed_partially(&mut p, &mut r);
 }
 
 #[test]
@@ -493,24 +488,22 @@ fn writes_over_several_shards_reach_the_stream_as_one_multi_exec() {
 
 #[test]
 fn a_replica_resyncs_after_the_primary_restarts() {
-    let dir = std::env::temp_dir().join(format!("corekv-primary-restart-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("primary-restart");
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
     let args = ["--shards", "2", "--port", port.as_str(), "--appendonly", "yes"];
-    let primary = Server::start_in(Some(&dir), &args);
+    let primary = Server::start_in(Some(&dir.0), &args);
     let mut p = primary.raw();
     fill(&mut p, 0, "a:");
     let replica = replica_of(&primary, &[]);
     let mut r = replica.raw();
     until("the link", Duration::from_secs(20), || link_up(&mut r));
     primary.terminate();
-    let primary = Server::start_in(Some(&dir), &args);
+    let primary = Server::start_in(Some(&dir.0), &args);
     let mut p = primary.raw();
     fill(&mut p, 1, "b:");
     until("the link again", Duration::from_secs(30), || link_up(&mut r));
     until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
     assert_same_dataset(&mut p, &mut r);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The value of `name=` in a replica's INFO line.
@@ -564,10 +557,9 @@ fn a_corekv_replica_of_corekv_follows_and_resumes_partially() {
     for db in [0, 4] {
         fill(&mut p, db, "c:");
     }
-    let dir = std::env::temp_dir().join(format!("corekv-corekv-replica-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("corekv-replica");
     let port = primary.port.to_string();
-    let replica = Server::start_in(Some(&dir), &["--shards", "2", "--dir", dir.to_str().unwrap()]);
+    let replica = Server::start_in(Some(&dir.0), &["--shards", "2", "--dir", dir.path()]);
     let mut r = replica.raw();
     assert_eq!(r.cmd(&[b"REPLICAOF", b"127.0.0.1", port.as_bytes()]), Value::Simple(b"OK".to_vec()));
     until("the link", Duration::from_secs(20), || link_up(&mut r));
@@ -590,12 +582,5 @@ fn a_corekv_replica_of_corekv_follows_and_resumes_partially() {
     for round in 100..150 {
         writes(&mut p, round);
     }
-    until("the link again", Duration::from_secs(20), || link_up(&mut r));
-    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
-    let stats = info(&mut p, "stats");
-    assert_eq!(field(&stats, "sync_full").as_deref(), Some("1"), "{stats}");
-    assert_eq!(field(&stats, "sync_partial_ok").as_deref(), Some("1"), "{stats}");
-    assert_same_dataset(&mut p, &mut r);
-    drop(replica);
-    let _ = std::fs::remove_dir_all(&dir);
+    resumed_partially(&mut p, &mut r);
 }

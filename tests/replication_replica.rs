@@ -9,29 +9,11 @@
 
 mod common;
 
-use common::{Raw, Redis, Server};
+use common::{Raw, Redis, Server, TempDir};
 use proxy::resp::Value;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const DATABASES: usize = 3;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("corekv-replica-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn run(conn: &mut Raw, parts: &[&str]) -> Value {
     let words: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();

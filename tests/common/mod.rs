@@ -311,3 +311,26 @@ pub fn with_flushed_pair<R>(f: impl FnOnce(&mut Raw, &mut Raw) -> R) -> R {
         f(&mut a, &mut b)
     })
 }
+
+/// A fresh folder under the system temp dir, removed when dropped (on a
+/// panic too). Names are per test binary and process.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("corekv-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
