@@ -23,6 +23,8 @@ pub struct ClientInfo {
     pub qbuf: usize,
     /// Commands queued since MULTI (-1 outside MULTI) and their bytes.
     pub multi: (i64, usize),
+    /// A replica's link (flags=S; CLIENT KILL TYPE replica).
+    pub replica: bool,
 }
 
 impl ClientInfo {
@@ -37,7 +39,13 @@ impl ClientInfo {
             String::from_utf8_lossy(&self.name),
             now.duration_since(self.created).as_secs(),
             now.duration_since(self.last_active).as_secs(),
-            if self.multi.0 >= 0 { "x" } else { "N" },
+            if self.replica {
+                "S"
+            } else if self.multi.0 >= 0 {
+                "x"
+            } else {
+                "N"
+            },
             self.db,
             self.multi.0,
             self.qbuf,

@@ -64,6 +64,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 last_cmd: "NULL",
                 qbuf: 0,
                 multi: (-1, 0),
+                replica: false,
             });
             (id, key)
         };
@@ -225,8 +226,11 @@ impl Connection {
 
     /// SYNC/PSYNC: from here on the socket carries the replication stream.
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
-        // CLIENT LIST shows it with cmd=psync (or sync) from here on.
+        // CLIENT LIST shows it (flags=S cmd=psync) from here on.
         self.update_registry(0);
+        if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
+            c.replica = true;
+        }
         let peer = Peer {
             id: self.state.id,
             fd: stream.fd(),

@@ -292,7 +292,9 @@ struct KillFilter {
     laddr: Option<String>,
     skip_id: Option<u64>,
     maxage: Option<u64>,
-    /// TYPE other than normal, or a user other than default: matches nobody.
+    /// TYPE normal (false) or replica (true).
+    replica: Option<bool>,
+    /// TYPE master or pubsub, or a user other than default: matches nobody.
     nobody: bool,
 }
 
@@ -321,8 +323,9 @@ pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
                 f.laddr = Some(text);
             } else if args.is(j, "type") {
                 match text.to_ascii_lowercase().as_str() {
-                    "normal" => {}
-                    "master" | "replica" | "slave" | "pubsub" => f.nobody = true,
+                    "normal" => f.replica = Some(false),
+                    "replica" | "slave" => f.replica = Some(true),
+                    "master" | "pubsub" => f.nobody = true,
                     _ => return conn.error(&format!("ERR Unknown client type '{text}'")),
                 }
             } else if args.is(j, "user") {
@@ -359,7 +362,8 @@ pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
                 && filter.addr.as_ref().is_none_or(|a| *a == c.addr.to_string())
                 && filter.laddr.as_ref().is_none_or(|a| *a == c.laddr.to_string())
                 && filter.maxage.is_none_or(|age| now.duration_since(c.created).as_secs() >= age)
-                && filter.skip_id != Some(c.id);
+                && filter.skip_id != Some(c.id)
+                && filter.replica.is_none_or(|r| r == c.replica);
             if matches {
                 clients.kill(key);
                 n += 1;
