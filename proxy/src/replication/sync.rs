@@ -142,21 +142,28 @@ async fn full_sync(
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let file = format!("temp-replsync-{}-{}.rdb", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     let path = std::path::Path::new(&core.config().dir).join(&file);
-    let mut keepalive = Instant::now();
+    let (mut keepalive, mut gone) = (Instant::now(), false);
+    // One save, polled between keepalives (dropping it would not stop it).
+    let mut save = Box::pin(save_for_replicas(core, file.clone()));
     let seq = loop {
-        let save = save_for_replicas(core, file.clone());
-        match futures_lite::future::or(async { Some(save.await) }, async {
-            // Redis sends newlines while the replica waits: its read timeout
-            // stays quiet.
-            glommio::timer::sleep(Duration::from_secs(1)).await;
+        let tick = glommio::timer::sleep(Duration::from_secs(1));
+        match futures_lite::future::or(async { Some(save.as_mut().await) }, async {
+            tick.await;
             None
         })
         .await
         {
-            Some(Ok(seq)) => break seq,
-            Some(Err(SaveError::InProgress | SaveError::Rewriting)) => {
-                glommio::timer::sleep(Duration::from_millis(20)).await;
+            Some(Ok(seq)) if !gone => break seq,
+            Some(Ok(_)) => {
+                let _ = std::fs::remove_file(&path);
+                return None;
             }
+            // Another save or rewrite runs: ours starts after it.
+            Some(Err(SaveError::InProgress | SaveError::Rewriting)) if !gone => {
+                glommio::timer::sleep(Duration::from_millis(20)).await;
+                save = Box::pin(save_for_replicas(core, file.clone()));
+            }
+            Some(Err(SaveError::InProgress | SaveError::Rewriting)) => return None,
             Some(Err(SaveError::Failed(e))) => {
                 log::warning(&format!("BGSAVE for replication failed: {e}"));
                 let _ = std::fs::remove_file(&path);
@@ -164,11 +171,12 @@ async fn full_sync(
             }
             None => {}
         }
-        if keepalive.elapsed() >= Duration::from_secs(1) {
+        // Redis sends newlines while the replica waits, so its read
+        // timeout stays quiet. A replica gone meanwhile: its save still
+        // finishes (it cannot stop halfway), then the file is removed.
+        if !gone && keepalive.elapsed() >= Duration::from_secs(1) {
             keepalive = Instant::now();
-            if stream.write_all(b"\n").await.is_err() {
-                return None;
-            }
+            gone = stream.write_all(b"\n").await.is_err();
         }
     };
     let sent = send_snapshot(core, stream, peer, psync, seq, &path).await;
