@@ -579,3 +579,38 @@ fn a_corekv_replica_of_corekv_follows_and_resumes_partially() {
     }
     resumed_partially(&mut p, &mut r);
 }
+
+#[test]
+fn replicas_attach_while_writes_span_shards() {
+    let primary = Server::start(&["--shards", "3"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load: Vec<_> = (0..3)
+        .map(|t| {
+            let (port, stop) = (primary.port, stop.clone());
+            std::thread::spawn(move || {
+                let mut c = Raw::connect(port);
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    c.cmd_str(&format!("MSET {{a}}{t} {i} {{b}}{t} {i} {{c}}{t} {i}"));
+                    c.cmd_str(&format!("MGET {{a}}{t} {{b}}{t} {{c}}{t}"));
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let mut p = primary.raw();
+    let replicas: Vec<Replica> = (0..3).map(|_| replica_of(&primary, &[])).collect();
+    for replica in &replicas {
+        let mut r = replica.raw();
+        until("the link under load", Duration::from_secs(30), || link_up(&mut r));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in load {
+        t.join().unwrap();
+    }
+    for replica in &replicas {
+        let mut r = replica.raw();
+        until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
+        assert_same_dataset(&mut p, &mut r);
+    }
+}

@@ -269,6 +269,12 @@ impl ReplFeed {
     /// Takes the items made so far (their first number is `shipped`).
     pub fn take(&mut self) -> (u64, Vec<FeedItem>) {
         self.close();
+        self.take_closed()
+    }
+
+    /// Takes the items already closed, leaving the open one to fill up
+    /// (blocks compress better whole).
+    pub fn take_closed(&mut self) -> (u64, Vec<FeedItem>) {
         let first = self.shipped;
         let items = std::mem::take(&mut self.items);
         self.shipped += items.len() as u64;

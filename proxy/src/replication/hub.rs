@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 /// Core 0 holds the stream.
 pub const HUB: usize = 0;
+/// While compressing, how long a shard's open item may wait to fill a block.
+const FILL_WAIT: Duration = Duration::from_millis(50);
 
 /// A new replication id: 40 random hex digits, as Redis's.
 pub fn new_replid() -> String {
@@ -56,6 +58,14 @@ pub async fn ensure_started(core: &Rc<Core>) {
         })
         .await;
     }
+    if core.repl.feeding.get() {
+        return;
+    }
+    // Every shard starts feeding while this holds them all whole: no unit
+    // straddles the start, so each unit's release is marked on all of its
+    // shards or on none (the hub waits for every marker of a unit).
+    let whole = crate::coordinator::Footprint { keys: Vec::new(), whole: true };
+    let unit = crate::coordinator::Unit::acquire(core, &whole).await;
     call_all(core, |c| {
         if !c.repl.feeding.replace(true) {
             let size = c.config().replica_output_buffer_block_size as usize;
@@ -64,6 +74,7 @@ pub async fn ensure_started(core: &Rc<Core>) {
         }
     })
     .await;
+    unit.release().await;
 }
 
 /// A shard's feed task: whenever the shard has items, seals them and ships
@@ -85,14 +96,34 @@ async fn feed(core: Rc<Core>) {
         if core.process.shutting_down() {
             return;
         }
-        ship(&core).await;
+        // Compressing: the open item fills up to a block, for a while.
+        let whole = !core.repl.compress.get() || {
+            let closed = poll_fn(|cx| {
+                let mut shard = core.shard.borrow_mut();
+                match shard.repl_feed() {
+                    Some(feed) if feed.items.is_empty() => {
+                        feed.waker = Some(cx.waker().clone());
+                        Poll::Pending
+                    }
+                    _ => Poll::Ready(false),
+                }
+            });
+            futures_lite::future::or(closed, async {
+                glommio::timer::sleep(FILL_WAIT).await;
+                true
+            })
+            .await
+        };
+        ship(&core, whole).await;
     }
 }
 
-/// Ships what this shard's feed holds now; resolves once the hub has it.
-async fn ship(core: &Rc<Core>) {
+/// Ships what this shard's feed holds now (`whole`: the open item too);
+/// resolves once the hub has it.
+async fn ship(core: &Rc<Core>, whole: bool) {
     let (first, items) = match core.shard.borrow_mut().repl_feed() {
-        Some(feed) => feed.take(),
+        Some(feed) if whole => feed.take(),
+        Some(feed) => feed.take_closed(),
         None => return,
     };
     if items.is_empty() {
@@ -176,14 +207,10 @@ pub fn enforce_limits(core: &Core, p: &mut Primary) {
 }
 
 /// Turns compression of new blocks on every shard on while some replica
-/// waits for its snapshot.
+/// waits for its snapshot or loads it (until its first ACK after it).
 pub async fn refresh_compression(core: &Rc<Core>) {
     let syncing = call(core, HUB, |c| {
-        c.repl
-            .primary
-            .borrow()
-            .as_ref()
-            .is_some_and(|p| p.replicas.iter().any(|r| r.state != super::primary::LinkState::Online && !r.killed))
+        c.repl.primary.borrow().as_ref().is_some_and(|p| p.replicas.iter().any(|r| !r.loaded && !r.killed))
     })
     .await
     .unwrap_or(false);

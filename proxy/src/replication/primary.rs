@@ -43,6 +43,9 @@ pub struct ReplicaLink {
     /// Offset it acknowledged (REPLCONF ACK) and when.
     pub ack: u64,
     pub ack_at: Instant,
+    /// It acknowledged since its resync began: its snapshot is loaded
+    /// (until then the stream for it is held compressed).
+    pub loaded: bool,
     /// Set when it must be disconnected (output buffer limit).
     pub killed: bool,
     /// Since when its buffer is over the soft limit.

@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 
 /// Stream bytes sent per write at most.
 const SEND_CHUNK: usize = 256 << 10;
+/// How long a full resync waits for its cut's place in the stream (every
+/// shard's marker is normally there within a mesh round trip).
+const CUT_WAIT: Duration = Duration::from_secs(30);
 /// How long a feeder's request for more stream waits on the hub.
 const POLL_WAIT: Duration = Duration::from_millis(500);
 
@@ -47,9 +50,9 @@ pub async fn serve_replica(
     ensure_started(core).await;
     let id = peer.id;
     let started = start(core, stream, &peer, request).await;
-    if let Some(pos) = started {
+    if let Some((pos, eof)) = started {
         log::notice(&format!("Synchronization with replica {}:{} succeeded", peer.ip, peer.hello.listening_port));
-        stream_to(core, stream, id, pos, input).await;
+        stream_to(core, stream, id, pos, input, eof).await;
     }
     call(core, HUB, move |c| {
         if let Some(p) = c.repl.primary.borrow_mut().as_mut() {
@@ -62,9 +65,9 @@ pub async fn serve_replica(
     log::notice(&format!("Connection with replica {}:{} lost.", peer.ip, peer.hello.listening_port));
 }
 
-/// The resync: returns the stream position to go on from, `None` when the
-/// link ended.
-async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request: SyncRequest) -> Option<u64> {
+/// The resync: returns the stream position to go on from (and whether the
+/// snapshot went in the EOF-marker format), `None` when the link ended.
+async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request: SyncRequest) -> Option<(u64, bool)> {
     let (replid, offset, psync) = match request {
         SyncRequest::Psync { replid, offset } => (replid, offset, true),
         SyncRequest::Sync => (String::new(), -1, false),
@@ -78,6 +81,7 @@ async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request:
         pos,
         ack: 0,
         ack_at: Instant::now(),
+        loaded: false,
         killed: false,
         soft_since: None,
         waker: None,
@@ -93,7 +97,7 @@ async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request:
             let pos = (offset - 1).max(0) as u64;
             if psync && offset > 0 && p.can_continue(&replid, pos) {
                 p.stats.partial_ok += 1;
-                p.replicas.push(ReplicaLink { pos, ack: pos, ..link });
+                p.replicas.push(ReplicaLink { pos, ack: pos, loaded: true, ..link });
                 return Some((pos, p.replid.clone(), p.backlog.end));
             }
             if psync && replid != "?" {
@@ -113,7 +117,7 @@ async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request:
             pos + 1
         ));
         let line = if peer.hello.capa_psync2 { format!("+CONTINUE {ours}\r\n") } else { "+CONTINUE\r\n".into() };
-        return stream.write_all(line.as_bytes()).await.ok().map(|_| pos);
+        return stream.write_all(line.as_bytes()).await.ok().map(|_| (pos, false));
     }
     full_sync(core, stream, peer, psync, link(0, LinkState::WaitBgsave)).await
 }
@@ -126,7 +130,7 @@ async fn full_sync(
     peer: &Peer,
     psync: bool,
     link: ReplicaLink,
-) -> Option<u64> {
+) -> Option<(u64, bool)> {
     let id = peer.id;
     log::notice(&format!("Replica {}:{} asks for synchronization", peer.ip, peer.hello.listening_port));
     // Registered before the cut, at the stream's end: nothing after it is
@@ -181,19 +185,19 @@ async fn full_sync(
     };
     let sent = send_snapshot(core, stream, peer, psync, seq, &path).await;
     let _ = std::fs::remove_file(&path);
-    let pos = sent?;
+    let (pos, eof) = sent?;
     call(core, HUB, move |c| {
         if let Some(r) = c.repl.primary.borrow_mut().as_mut().and_then(|p| p.link(id)) {
             r.state = LinkState::Online;
         }
     })
     .await;
-    refresh_compression(core).await;
-    Some(pos)
+    Some((pos, eof))
 }
 
 /// Waits for the cut's stream position, answers +FULLRESYNC and sends the
-/// file. Returns the position the stream goes on from.
+/// file. Returns the position the stream goes on from and whether the
+/// file went in the EOF-marker format.
 async fn send_snapshot(
     core: &Rc<Core>,
     stream: &mut ClientStream,
@@ -201,8 +205,8 @@ async fn send_snapshot(
     psync: bool,
     seq: u64,
     path: &std::path::Path,
-) -> Option<u64> {
-    let id = peer.id;
+) -> Option<(u64, bool)> {
+    let (id, waited) = (peer.id, Instant::now());
     let (replid, pos) = loop {
         let found = call(core, HUB, move |c| {
             let mut primary = c.repl.primary.borrow_mut();
@@ -218,7 +222,11 @@ async fn send_snapshot(
         .flatten();
         match found {
             Some(f) => break f,
-            None => glommio::timer::sleep(Duration::from_millis(1)).await,
+            None if waited.elapsed() > CUT_WAIT => {
+                log::warning("The snapshot's cut did not reach the replication stream in time: sync aborted");
+                return None;
+            }
+            None => glommio::timer::sleep(Duration::from_millis(5)).await,
         }
     };
     let rdb = std::fs::read(path).ok()?;
@@ -246,7 +254,7 @@ async fn send_snapshot(
         peer.hello.listening_port,
         rdb.len()
     ));
-    Some(pos)
+    Some((pos, diskless))
 }
 
 /// What the feeder waits for.
@@ -262,22 +270,30 @@ struct Fetched {
 }
 
 /// Sends the stream from `pos` as it grows, reading the replica's
-/// REPLCONF ACKs meanwhile, until the link ends or it is cut off.
-async fn stream_to(core: &Rc<Core>, stream: &mut ClientStream, id: u64, mut pos: u64, mut input: Vec<u8>) {
+/// REPLCONF ACKs meanwhile, until the link ends or it is cut off. After an
+/// EOF-marker snapshot nothing is sent before the replica's first ACK, as
+/// Redis does: the replica finds the marker only as the last bytes it read.
+async fn stream_to(core: &Rc<Core>, stream: &mut ClientStream, id: u64, mut pos: u64, mut input: Vec<u8>, eof: bool) {
     let mut filled = input.len();
     input.resize(filled.max(4096), 0);
     let mut parser = RequestParser::new();
     let mut out = Vec::new();
+    let (mut waiting, mut loaded) = (eof, false);
     loop {
         let mut fetch = Box::pin(fetch(core, id, pos));
         loop {
-            read_acks(core, id, &mut parser, &mut input, &mut filled).await;
+            if read_acks(core, id, &mut parser, &mut input, &mut filled).await && !loaded {
+                (waiting, loaded) = (false, true);
+                refresh_compression(core).await;
+            }
             if filled == input.len() {
                 input.resize(input.len() * 2, 0);
             }
             let event = poll_fn(|cx| {
-                if let Poll::Ready(f) = fetch.as_mut().poll(cx) {
-                    return Poll::Ready(Event::Stream(f));
+                if !waiting {
+                    if let Poll::Ready(f) = fetch.as_mut().poll(cx) {
+                        return Poll::Ready(Event::Stream(f));
+                    }
                 }
                 Pin::new(&mut *stream).poll_read(cx, &mut input[filled..]).map(Event::Read)
             })
@@ -343,8 +359,9 @@ async fn fetch(core: &Rc<Core>, id: u64, pos: u64) -> Option<Fetched> {
     }
 }
 
-/// Takes the REPLCONF ACKs the replica sent, recording the last offset.
-async fn read_acks(core: &Rc<Core>, id: u64, parser: &mut RequestParser, input: &mut [u8], filled: &mut usize) {
+/// Takes the REPLCONF ACKs the replica sent, recording the last offset;
+/// true when there was one.
+async fn read_acks(core: &Rc<Core>, id: u64, parser: &mut RequestParser, input: &mut [u8], filled: &mut usize) -> bool {
     let limits = Limits { proto_max_bulk_len: 1 << 20, unauthenticated: false };
     let mut acked = None;
     while let Parsed::Command { inline } = parser.next(&input[..*filled], &limits) {
@@ -364,10 +381,12 @@ async fn read_acks(core: &Rc<Core>, id: u64, parser: &mut RequestParser, input: 
                 if let Some(r) = p.link(id) {
                     r.ack = r.ack.max(offset);
                     r.ack_at = Instant::now();
+                    r.loaded = true;
                 }
                 p.wake_ack_waiters();
             }
         })
         .await;
     }
+    acked.is_some()
 }
