@@ -10,8 +10,9 @@
 # Per run (MODE=sync): full-sync time (REPLICAOF to master_link_status:up),
 # drain time (until the replica's offset is within DRAIN_BYTES of the
 # primary's), peak replica output buffer (CLIENT LIST omem of the replica,
-# INFO memory mem_clients_slaves, and on corekv the held/raw bytes INFO
-# replication reports per replica, whose ratio is the compression ratio),
+# INFO memory mem_clients_slaves, and on corekv the buffer_peak_held and
+# buffer_peak_raw bytes INFO replication reports per replica, whose ratio
+# is the compression ratio),
 # the primary's commands/s during the sync (INFO stats
 # total_commands_processed) and CPU (utime+stime of the primary and its
 # reaped children, /proc/PID/stat) from REPLICAOF to drained, and full-sync
@@ -36,10 +37,13 @@
 #   LIMITS="8mb 32mb"      MODE=limit: the limits to try; RATE is the
 #                          first rate tried, doubled until a restart
 #   TIMEOUT=120            seconds a sync may take before it counts as failed
+#   DISKLESS=yes           repl-diskless-sync (yes: the RDB streamed with an
+#                          EOF marker, 7.0's default; no: a file sent by size)
 #   PRIMARY_CPU=0 OTHER_CPU=1  the primary alone on one CPU; replica, load
 #                          and polling on the other
 #   COREKV, BENCH          binaries (default: built in release here)
 #   OUT=bench/results/replication-<primary>-<mode>.json
+#   LOGS=DIR               keep each run's server and load logs there
 #
 # Needs root (ip netns, tc), iproute2, redis-server and redis-cli. Addresses
 # 192.168.213.1/30 (primary) and .2 (replica) exist only inside the two
@@ -64,6 +68,7 @@ LEVEL=${LEVEL:-0}
 BUFFER_LIMIT=${BUFFER_LIMIT:-0 0 0}
 LIMITS=${LIMITS:-8mb 32mb}
 TIMEOUT=${TIMEOUT:-120}
+DISKLESS=${DISKLESS:-yes}
 DRAIN_BYTES=${DRAIN_BYTES:-1048576}
 PRIMARY_CPU=${PRIMARY_CPU:-0}
 OTHER_CPU=${OTHER_CPU:-1}
@@ -129,11 +134,11 @@ start() {
   mkdir -p "$dir"
   if [ "$kind" = redis ]; then
     ip netns exec "$ns" taskset -c "$cpu" redis-server --port "$port" --bind "$addr 127.0.0.1" \
-      --protected-mode no --save '' --appendonly no --dir "$dir" --repl-diskless-sync-delay 0 "$@" \
+      --protected-mode no --save '' --appendonly no --dir "$dir" --repl-diskless-sync "$DISKLESS" --repl-diskless-sync-delay 0 "$@" \
       >"$dir/log" 2>&1 &
   else
-    ip netns exec "$ns" taskset -c "$cpu" "$COREKV" --port "$port" --bind "$addr 127.0.0.1" \
-      --shards 1 --cpus "$cpu" --save '' --appendonly no --dir "$dir" --repl-diskless-sync-delay 0 "$@" \
+    ip netns exec "$ns" taskset -c "$cpu" "$COREKV" --port "$port" --bind "$addr" 127.0.0.1 \
+      --shards 1 --cpus "$cpu" --save '' --appendonly no --dir "$dir" --repl-diskless-sync "$DISKLESS" --repl-diskless-sync-delay 0 "$@" \
       >"$dir/log" 2>&1 &
   fi
   pid=$!
@@ -168,11 +173,11 @@ load_command() {
 }
 per_command() { [ "$1" = set ] && echo 1 || echo 10; }
 
-# sum_slave_field INFO PATTERN: the sum over slaveN lines of the fields
-# whose names match PATTERN (corekv's per-replica buffer bytes).
+# sum_slave_field INFO NAME: the sum over slaveN lines of field NAME
+# (corekv's per-replica buffer_held, buffer_raw, buffer_peak_held...).
 sum_slave_field() {
-  awk -v pat="$2" -F'[:,]' '$1 ~ /^slave[0-9]+$/ {
-      for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] ~ pat) s += kv[2] } }
+  awk -v name="$2" -F'[:,]' '$1 ~ /^slave[0-9]+$/ {
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) s += kv[2] } }
     END { print s + 0 }' <<<"$1"
 }
 
@@ -214,8 +219,13 @@ run() {
     clients=$(pcli client list type replica)
     omem=$(grep -o 'omem=[0-9]*' <<<"$clients" | awk -F= '{ s += $2 } END { print s + 0 }')
     slaves=$(field "$pinfo" mem_clients_slaves)
-    held=$(sum_slave_field "$pinfo" held)
-    raw=$(sum_slave_field "$pinfo" raw)
+    # The primary's own peaks where it keeps them (corekv), else polled.
+    held=$(sum_slave_field "$pinfo" buffer_peak_held)
+    raw=$(sum_slave_field "$pinfo" buffer_peak_raw)
+    if ((held == 0)); then
+      held=$(sum_slave_field "$pinfo" buffer_held)
+      raw=$(sum_slave_field "$pinfo" buffer_raw)
+    fi
     full=$(field "$pinfo" sync_full)
     full=${full:-0}
     ((omem > r_peak_omem)) && r_peak_omem=$omem
@@ -251,15 +261,22 @@ run() {
   stop "$loadpid"
   stop "$ppid"
   stop "$rpid"
+  if [ -n "${LOGS:-}" ]; then
+    mkdir -p "$LOGS"
+    for f in primary/log replica/log load.log; do
+      cp "$dir/$f" "$LOGS/$data-$load-${comp/\//}-$rate-${limit// /_}-${f//\//-}" 2>/dev/null || true
+    done
+  fi
   [ "$r_outcome" = ok ]
 }
 
 json_runs=()
-meta="\"primary\":\"$PRIMARY\",\"replica\":\"$REPLICA\",\"link_mbit\":$LINK,\"keys\":$KEYS,\"size\":$SIZE,\"level\":$LEVEL"
+meta="\"diskless\":\"$DISKLESS\",\"primary\":\"$PRIMARY\",\"replica\":\"$REPLICA\",\"link_mbit\":$LINK,\"keys\":$KEYS,\"size\":$SIZE,\"level\":$LEVEL"
 
 if [ "$MODE" = sync ]; then
   echo "Full sync under load: $PRIMARY primary, $REPLICA replica, ${LINK} Mbit/s link, $KEYS keys of $SIZE bytes"
-  echo "preloaded, $RATE values/s written during the sync, client-output-buffer-limit replica $BUFFER_LIMIT."
+  echo "preloaded, $RATE values/s written during the sync, client-output-buffer-limit replica $BUFFER_LIMIT,"
+  echo "repl-diskless-sync $DISKLESS."
   echo
   echo "| data | load | compression | full sync s | drained s | peak omem MB | peak mem_clients_slaves MB | peak held MB | ratio | primary cmds/s | vs no | primary CPU % | vs no | restarts |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"

@@ -15,7 +15,8 @@ pub enum DataSet {
     /// One character repeated: compresses to almost nothing.
     Repeat,
     /// ~700-byte JSON-like 5G session records: compressible about as the
-    /// study's real data (16 KB blocks: zstd ~3.9x, lz4 ~2.3x).
+    /// study's real data (16 KB blocks of SETs: zstd 3.8x, lz4 2.2x; the
+    /// study: 3.58x, 2.19x).
     Text,
 }
 
