@@ -9,10 +9,11 @@
 #
 # Per run (MODE=sync): full-sync time (REPLICAOF to master_link_status:up),
 # drain time (until the replica's offset is within DRAIN_BYTES of the
-# primary's), peak replica output buffer (CLIENT LIST omem of the replica,
-# INFO memory mem_clients_slaves, and on corekv the buffer_peak_held and
-# buffer_peak_raw bytes INFO replication reports per replica, whose ratio
-# is the compression ratio),
+# primary's), peak replica output buffer (corekv: the buffer_peak_held
+# bytes INFO replication reports per replica; redis: CLIENT LIST omem of the
+# replica, polled; the JSON also has INFO memory mem_clients_slaves), the
+# compression ratio of the stream sealed until the link came up (corekv's
+# INFO replication repl_stream_compression_ratio),
 # the primary's commands/s during the sync (INFO stats
 # total_commands_processed) and CPU (utime+stime of the primary and its
 # reaped children, /proc/PID/stat) from REPLICAOF to drained, and full-sync
@@ -208,7 +209,7 @@ run() {
   loadpid=$!
   pids+=("$loadpid")
   sleep 1
-  r_peak_omem=0 r_peak_clients=0 r_peak_held=0 r_peak_raw=0
+  r_peak_omem=0 r_peak_clients=0 r_peak_held=0 r_peak_raw=0 r_ratio=-
   cpu0=$(cpu_ticks "$ppid")
   cmds0=$(field "$(pcli info stats)" total_commands_processed)
   t0=$(now_ms)
@@ -235,6 +236,8 @@ run() {
     if [ -z "$t_up" ] && [ "$link" = up ]; then
       t_up=$(now_ms)
       cmds_up=$(field "$pinfo" total_commands_processed)
+      r_ratio=$(field "$pinfo" repl_stream_compression_ratio)
+      r_ratio=${r_ratio:--}
       [ "$rate" = max ] && break
     fi
     if [ -n "$t_up" ]; then
@@ -257,7 +260,8 @@ run() {
   r_drain_s=$([ -n "$t_drain" ] && div $((t_drain - t0)) 1000 || echo -)
   r_ops=$([ -n "$t_up" ] && div $(((cmds_up - cmds0) * 1000)) $((t_up - t0)) %.0f || echo -)
   r_cpu_pct=$(div $(((cpu1 - cpu0) * 100000 / clk_tck)) $((t_end - t0)) %.1f)
-  r_ratio=$(div "$r_peak_raw" "$r_peak_held")
+  r_peak=$r_peak_held
+  [ "$PRIMARY" = redis ] && r_peak=$r_peak_omem
   stop "$loadpid"
   stop "$ppid"
   stop "$rpid"
@@ -278,22 +282,23 @@ if [ "$MODE" = sync ]; then
   echo "preloaded, $RATE values/s written during the sync, client-output-buffer-limit replica $BUFFER_LIMIT,"
   echo "repl-diskless-sync $DISKLESS."
   echo
-  echo "| data | load | compression | full sync s | drained s | peak omem MB | peak mem_clients_slaves MB | peak held MB | ratio | primary cmds/s | vs no | primary CPU % | vs no | restarts |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| data | load | compression | full sync s | drained s | peak buffer MB | vs no | stream ratio | primary cmds/s | vs no | primary CPU % | vs no | restarts |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for data in $DATASETS; do
     for load in $LOADS; do
-      base_ops="" base_cpu=""
+      base_ops="" base_cpu="" base_peak=""
       for comp in $COMPRESSIONS; do
         log "sync: $data $load $comp"
         run "$data" "$load" "$comp" "$RATE" "$BUFFER_LIMIT" || log "  $r_outcome"
-        if [ "$comp" = no ] || [ "$comp" = n/a ]; then base_ops=$r_ops base_cpu=$r_cpu_pct; fi
-        vs_ops=- vs_cpu=-
+        if [ "$comp" = no ] || [ "$comp" = n/a ]; then base_ops=$r_ops base_cpu=$r_cpu_pct base_peak=$r_peak; fi
+        vs_ops=- vs_cpu=- vs_peak=-
         if [ "$comp" != no ] && [ "$comp" != n/a ]; then
           vs_ops=$(vs "$r_ops" "$base_ops")
+          vs_peak=$(vs "$r_peak" "$base_peak")
           vs_cpu=$(vs "$r_cpu_pct" "$base_cpu")
         fi
-        echo "| $data | $load | $comp | $r_sync_s | $r_drain_s | $(mb "$r_peak_omem") | $(mb "$r_peak_clients") | $(mb "$r_peak_held") | $r_ratio | $r_ops | $vs_ops | $r_cpu_pct | $vs_cpu | $r_restarts |"
-        json_runs+=("{\"data\":\"$data\",\"load\":\"$load\",\"compression\":\"$comp\",\"rate\":\"$RATE\",\"full_sync_s\":\"$r_sync_s\",\"drained_s\":\"$r_drain_s\",\"peak_omem\":$r_peak_omem,\"peak_mem_clients_slaves\":$r_peak_clients,\"peak_held\":$r_peak_held,\"peak_raw\":$r_peak_raw,\"ratio\":\"$r_ratio\",\"primary_cmds_per_s\":\"$r_ops\",\"primary_cpu_pct\":\"$r_cpu_pct\",\"restarts\":$r_restarts,\"outcome\":\"$r_outcome\"}")
+        echo "| $data | $load | $comp | $r_sync_s | $r_drain_s | $(mb "$r_peak") | $vs_peak | $r_ratio | $r_ops | $vs_ops | $r_cpu_pct | $vs_cpu | $r_restarts |"
+        json_runs+=("{\"data\":\"$data\",\"load\":\"$load\",\"compression\":\"$comp\",\"rate\":\"$RATE\",\"full_sync_s\":\"$r_sync_s\",\"drained_s\":\"$r_drain_s\",\"peak_omem\":$r_peak_omem,\"peak_mem_clients_slaves\":$r_peak_clients,\"peak_held\":$r_peak_held,\"peak_raw\":$r_peak_raw,\"peak_buffer\":$r_peak,\"stream_ratio\":\"$r_ratio\",\"primary_cmds_per_s\":\"$r_ops\",\"primary_cpu_pct\":\"$r_cpu_pct\",\"restarts\":$r_restarts,\"outcome\":\"$r_outcome\"}")
       done
     done
   done
