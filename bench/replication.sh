@@ -38,6 +38,7 @@
 #   LIMITS="8mb 32mb"      MODE=limit: the limits to try; RATE is the
 #                          first rate tried, doubled until a restart
 #   TIMEOUT=120            seconds a sync may take before it counts as failed
+#   MAX_BUFFER=2147483648  a run stops when the replica buffer passes it
 #   DISKLESS=yes           repl-diskless-sync (yes: the RDB streamed with an
 #                          EOF marker, 7.0's default; no: a file sent by size)
 #   PRIMARY_CPU=0 OTHER_CPU=1  the primary alone on one CPU; replica, load
@@ -70,6 +71,7 @@ BUFFER_LIMIT=${BUFFER_LIMIT:-0 0 0}
 LIMITS=${LIMITS:-8mb 32mb}
 TIMEOUT=${TIMEOUT:-120}
 DISKLESS=${DISKLESS:-yes}
+MAX_BUFFER=${MAX_BUFFER:-2147483648}
 DRAIN_BYTES=${DRAIN_BYTES:-1048576}
 PRIMARY_CPU=${PRIMARY_CPU:-0}
 OTHER_CPU=${OTHER_CPU:-1}
@@ -179,14 +181,14 @@ per_command() { [ "$1" = set ] && echo 1 || echo 10; }
 sum_slave_field() {
   awk -v name="$2" -F'[:,]' '$1 ~ /^slave[0-9]+$/ {
       for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) s += kv[2] } }
-    END { print s + 0 }' <<<"$1"
+    END { printf "%.0f\n", s }' <<<"$1"
 }
 
 # run DATASET LOAD COMPRESSION RATE LIMIT: one full sync under load; sets
 # the r_* results and returns 0 if it synced and drained with no restart.
 run() {
   local data=$1 load=$2 comp=$3 rate=$4 limit=$5
-  local dir=$work/run ppid rpid t0 t_up="" t_drain="" cpu0 cpu1 cmds0 cmds_up=0 t_end
+  local dir=$work/run ppid rpid t0 t_up="" t_drain="" cpu0 cpu1 cmds0 cmds_up=0 t_end cmds_last=0 t_last=0 t_up_or_last
   local pinfo rinfo clients omem slaves held raw p_off r_off full=0 link="" per loadpid
   rm -rf "$dir"
   start "$PRIMARY" "$ns_p" "$addr_p" "$dir/primary" "$PRIMARY_CPU" \
@@ -218,7 +220,7 @@ run() {
     pinfo=$(pcli info)
     rinfo=$(rcli info replication)
     clients=$(pcli client list type replica)
-    omem=$(grep -o 'omem=[0-9]*' <<<"$clients" | awk -F= '{ s += $2 } END { print s + 0 }')
+    omem=$(grep -o 'omem=[0-9]*' <<<"$clients" | awk -F= '{ s += $2 } END { printf "%.0f\n", s }')
     slaves=$(field "$pinfo" mem_clients_slaves)
     # The primary's own peaks where it keeps them (corekv), else polled.
     held=$(sum_slave_field "$pinfo" buffer_peak_held)
@@ -232,6 +234,7 @@ run() {
     ((omem > r_peak_omem)) && r_peak_omem=$omem
     ((${slaves:-0} > r_peak_clients)) && r_peak_clients=${slaves:-0}
     if ((held > r_peak_held)); then r_peak_held=$held r_peak_raw=$raw; fi
+    cmds_last=$(field "$pinfo" total_commands_processed) t_last=$(now_ms)
     link=$(field "$rinfo" master_link_status)
     if [ -z "$t_up" ] && [ "$link" = up ]; then
       t_up=$(now_ms)
@@ -246,6 +249,7 @@ run() {
       if (( ${p_off:-0} - ${r_off:-0} < DRAIN_BYTES )); then t_drain=$(now_ms); break; fi
     fi
     ((full > 1)) && break
+    ((r_peak_held > MAX_BUFFER || r_peak_omem > MAX_BUFFER)) && break
     (( $(now_ms) - t0 > TIMEOUT * 1000 )) && break
     sleep 0.25
   done
@@ -253,12 +257,15 @@ run() {
   cpu1=$(cpu_ticks "$ppid")
   r_restarts=$((full > 1 ? full - 1 : 0))
   if ((r_restarts > 0)); then r_outcome=restart
+  elif ((r_peak_held > MAX_BUFFER || r_peak_omem > MAX_BUFFER)); then r_outcome="buffer over $(mb "$MAX_BUFFER") MB"
   elif [ -z "$t_up" ]; then r_outcome="no sync in ${TIMEOUT}s"
   elif [ -z "$t_drain" ] && [ "$rate" != max ]; then r_outcome="not drained in ${TIMEOUT}s"
   else r_outcome=ok; fi
   r_sync_s=$([ -n "$t_up" ] && div $((t_up - t0)) 1000 || echo -)
   r_drain_s=$([ -n "$t_drain" ] && div $((t_drain - t0)) 1000 || echo -)
-  r_ops=$([ -n "$t_up" ] && div $(((cmds_up - cmds0) * 1000)) $((t_up - t0)) %.0f || echo -)
+  # Commands/s until the link came up (or the run stopped without it).
+  [ -n "$t_up" ] || { cmds_up=$cmds_last t_up_or_last=$t_last; }
+  r_ops=$(div $(((cmds_up - cmds0) * 1000)) $((${t_up:-$t_up_or_last} - t0)) %.0f)
   r_cpu_pct=$(div $(((cpu1 - cpu0) * 100000 / clk_tck)) $((t_end - t0)) %.1f)
   r_peak=$r_peak_held
   [ "$PRIMARY" = redis ] && r_peak=$r_peak_omem
