@@ -1,6 +1,7 @@
 //! Command-line options (memtier_benchmark-compatible where it makes sense)
 //! and their validation into a run configuration.
 
+use crate::data::DataSet;
 use crate::keys::KeyPattern;
 use crate::workload::{Mix, Template, Values, Workload};
 use clap::Parser;
@@ -70,6 +71,12 @@ pub struct Args {
     /// Weighted value sizes, e.g. 100:99,102400:1 (size:weight,...).
     #[arg(long)]
     pub data_size_list: Option<SizeList>,
+
+    /// What values hold: the self-verifying pattern, or a data set of the
+    /// replication study (random bytes, one repeated character, text-like
+    /// records), which GETs cannot verify.
+    #[arg(long, value_enum, default_value = "pattern")]
+    pub data: DataSet,
 
     /// Run for this many seconds (after --warmup).
     #[arg(long, conflicts_with = "requests")]
@@ -233,7 +240,11 @@ impl Config {
             Some(c) => Mix::Custom(Template::parse(c)?),
             None => Mix::Ratio { sets: args.ratio.sets, gets: args.ratio.gets },
         };
-        let workload = Workload { mix, key_prefix: args.key_prefix.clone().into_bytes(), values: Values::new(&sizes) };
+        let workload = Workload {
+            mix,
+            key_prefix: args.key_prefix.clone().into_bytes(),
+            values: Values::new(&sizes).with_data(args.data),
+        };
         let seed = args.seed.unwrap_or_else(|| {
             let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
             t.as_nanos() as u64 ^ u64::from(std::process::id())

@@ -4,13 +4,14 @@
 //! Layout: `cli` (options) → `run` (orchestration) → `worker` (one event
 //! loop per thread; `worker::replies` accounts for replies) driving `conn`s
 //! (socket, buffers, in-flight FIFO) as described by a `phase`.
-//! `workload`/`keys` decide what to send, `protocol` speaks RESP, `cluster`
+//! `workload`/`keys` decide what to send (`data` the study's data sets), `protocol` speaks RESP, `cluster`
 //! routes keys to slots, `timer` paces the open loop, `stats` collects HDR
 //! histograms and `report` prints text, JSON and HDR files.
 
 pub mod cli;
 pub mod cluster;
 pub mod conn;
+pub mod data;
 pub mod keys;
 pub mod phase;
 pub mod procstat;

@@ -397,7 +397,7 @@ impl<'a> Worker<'a> {
             .map_err(|e| format!("epoll register: {e}"))?;
         if let Some(pw) = &self.shared.auth {
             protocol::encode_command(conn.out(), &[b"AUTH", pw.as_bytes()]);
-            let req = Request { kind: Kind::Custom, key: 0, size: 0 };
+            let req = Request { kind: Kind::Custom, key: 0, size: 0, nonce: 0 };
             conn.pending.push_back(Pending {
                 t0: Instant::now(),
                 req,

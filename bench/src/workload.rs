@@ -7,6 +7,7 @@
 //! `memcmp` no matter which client wrote it: a wrong key's value, a truncated
 //! or padded value, or corrupted bytes are all caught.
 
+use crate::data::{self, DataSet};
 use crate::keys::{self, KeyGen};
 use crate::protocol::{encode_array_header, encode_bulk, encode_bulk_header};
 use rand::rngs::SmallRng;
@@ -25,6 +26,8 @@ pub struct Request {
     pub kind: Kind,
     pub key: u64,
     pub size: u32,
+    /// Seeds the value of a `--data` set other than the pattern.
+    pub nonce: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -105,6 +108,7 @@ pub struct Values {
     sizes: Vec<u32>,
     cumulative: Vec<u64>,
     pattern: Vec<u8>,
+    data: DataSet,
 }
 
 impl Values {
@@ -129,7 +133,28 @@ impl Values {
                 b'!' + (x % 94) as u8
             })
             .collect();
-        Values { sizes: sizes.iter().map(|&(s, _)| s).collect(), cumulative, pattern }
+        Values { sizes: sizes.iter().map(|&(s, _)| s).collect(), cumulative, pattern, data: DataSet::Pattern }
+    }
+
+    /// Values of `data` instead of the self-verifying pattern.
+    pub fn with_data(self, data: DataSet) -> Self {
+        Values { data, ..self }
+    }
+
+    pub fn data(&self) -> DataSet {
+        self.data
+    }
+
+    /// Writes the value of `req` as a RESP bulk string; `nth` tells apart
+    /// the values of one command (MSET, HSET).
+    #[inline]
+    pub fn encode_request(&self, out: &mut Vec<u8>, req: &Request, nth: u64) {
+        if self.data == DataSet::Pattern {
+            return self.encode(out, req.key, req.size);
+        }
+        encode_bulk_header(out, req.size as usize);
+        data::fill(out, self.data, req.nonce ^ nth.wrapping_mul(0x9E37_79B9_7F4A_7C15), req.size as usize);
+        out.extend_from_slice(b"\r\n");
     }
 
     #[inline]
@@ -156,6 +181,9 @@ impl Values {
     /// True if `v` is exactly what some writer of `key` in this run stored.
     #[inline]
     pub fn check(&self, v: &[u8], key: u64) -> bool {
+        if self.data != DataSet::Pattern {
+            return true;
+        }
         let len = v.len();
         if !self.sizes.iter().any(|&s| s as usize == len) {
             return false;
@@ -239,7 +267,8 @@ impl Workload {
             Mix::Custom(t) if t.uses_data() => self.values.pick_size(&mut g.rng),
             _ => 0,
         };
-        Request { kind, key, size }
+        let nonce = if self.values.data == DataSet::Pattern { 0 } else { g.rng.random() };
+        Request { kind, key, size, nonce }
     }
 
     /// Replies that answer one custom request (1 for SET/GET).
@@ -265,13 +294,14 @@ impl Workload {
             (_, Kind::Set) => {
                 out.extend_from_slice(b"*3\r\n$3\r\nSET\r\n");
                 encode_bulk(out, key);
-                self.values.encode(out, req.key, req.size);
+                self.values.encode_request(out, req, 0);
             }
             (_, Kind::Get) => {
                 out.extend_from_slice(b"*2\r\n$3\r\nGET\r\n");
                 encode_bulk(out, key);
             }
             (Mix::Custom(t), Kind::Custom) => {
+                let mut nth = 0;
                 for args in &t.commands {
                     encode_array_header(out, args.len());
                     for a in args {
@@ -279,7 +309,10 @@ impl Workload {
                             Arg::Lit(l) => encode_bulk(out, l),
                             Arg::Key => encode_bulk(out, key),
                             Arg::KeyIn(a, b) => encode_bulk(out, &[&a[..], key, &b[..]].concat()),
-                            Arg::Data => self.values.encode(out, req.key, req.size),
+                            Arg::Data => {
+                                self.values.encode_request(out, req, nth);
+                                nth += 1;
+                            }
                         }
                     }
                 }

@@ -3,9 +3,10 @@
 use clap::Parser;
 use corekv_bench::cli::{derive_seed, Args, Config, Ratio, SizeList};
 use corekv_bench::cluster::{key_slot, parse_redirect, RedirectKind, SlotMap};
+use corekv_bench::data::DataSet;
 use corekv_bench::keys::{KeyGen, KeyPattern, KnownKeys};
 use corekv_bench::protocol::parse_reply;
-use corekv_bench::workload::{ClientGen, Kind, Mix, Values, Workload};
+use corekv_bench::workload::{ClientGen, Kind, Mix, Template, Values, Workload};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
@@ -82,6 +83,52 @@ fn ratio_cycle_is_exact() {
     let kinds: Vec<Kind> = (0..8).map(|_| w.next_request(&mut g).kind).collect();
     use Kind::{Get, Set};
     assert_eq!(kinds, [Set, Get, Get, Get, Set, Get, Get, Get]);
+}
+
+/// The bulk strings of one encoded command.
+fn bulks(mut buf: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let header = buf.iter().position(|&b| b == b'\n').unwrap();
+    buf = &buf[header + 1..];
+    while let Some((corekv_bench::protocol::Reply::Bulk(v), used)) = parse_reply(buf).unwrap() {
+        out.push(v.to_vec());
+        buf = &buf[used..];
+    }
+    out
+}
+
+#[test]
+fn data_sets_fill_each_value_of_a_command_apart() {
+    for data in [DataSet::Random, DataSet::Repeat, DataSet::Text] {
+        let w = Workload {
+            mix: Mix::Custom(Template::parse("MSET a__key__ __data__ b__key__ __data__").unwrap()),
+            key_prefix: b"k:".to_vec(),
+            values: Values::new(&[(700, 1)]).with_data(data),
+        };
+        let mut g =
+            ClientGen { rng: SmallRng::seed_from_u64(3), keys: KeyGen::new(KeyPattern::Random, 0, 9, 0, 1), pos: 0 };
+        let (first, second) = (w.next_request(&mut g), w.next_request(&mut g));
+        let encode = |req| {
+            let mut out = Vec::new();
+            w.encode(&mut out, &req, b"k:1");
+            bulks(&out)
+        };
+        let (one, two) = (encode(first), encode(second));
+        assert_eq!(one[0], b"MSET");
+        assert_eq!((one[1].as_slice(), one[3].as_slice()), (&b"ak:1"[..], &b"bk:1"[..]));
+        assert!(one[2].len() == 700 && one[4].len() == 700, "{data:?}");
+        assert_eq!(one, encode(first), "{data:?}: a request's values are a function of it");
+        if data == DataSet::Repeat {
+            assert!(one[2].iter().all(|&b| b == b'x'));
+        } else {
+            assert_ne!(one[2], one[4], "{data:?}: values of one command differ");
+            assert_ne!(one[2], two[2], "{data:?}: values of two requests differ");
+        }
+        if data == DataSet::Text {
+            assert!(one[2].starts_with(b"{\"id\":\"sess:"), "{:?}", String::from_utf8_lossy(&one[2]));
+        }
+        assert!(w.values.check(&one[2], 5), "other data sets are not verified");
+    }
 }
 
 #[test]

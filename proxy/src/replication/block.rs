@@ -175,11 +175,11 @@ mod tests {
         out.split_off(6)
     }
 
-    /// SplitMix64, the seeded generator of the data sets below.
-    struct Rng(u64);
+    /// SplitMix64.
+    struct SplitMix(u64);
 
-    impl Rng {
-        fn next(&mut self) -> u64 {
+    impl SplitMix {
+        fn next_u64(&mut self) -> u64 {
             self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
             let mut z = self.0;
             z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -188,11 +188,15 @@ mod tests {
         }
 
         fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
+            self.next_u64() % n
         }
 
         fn pick<'a>(&mut self, words: &[&'a str]) -> &'a str {
             words[self.below(words.len() as u64) as usize]
+        }
+
+        fn hex(&mut self, digits: usize) -> String {
+            (0..digits).map(|_| char::from_digit(self.below(16) as u32, 16).expect("below 16")).collect()
         }
     }
 
@@ -263,17 +267,14 @@ mod tests {
         "queued",
     ];
 
-    /// A ~700-byte JSON-like 5G session record: repeated field names and
-    /// enumerations, but ids, tokens, counters, addresses and free text that
-    /// differ record to record (compressed per 16 KB block much as the
-    /// study's real data: zstd 3.9x, lz4 2.3x here; 3.58x and 2.19x there).
-    fn text_record(rng: &mut Rng) -> String {
+    /// A JSON-like 5G session record of at least `len` bytes (free text pads
+    /// it): field names and enumerations repeat record to record; ids, tokens,
+    /// counters, addresses and the text differ. A copy of bench/src/data.rs's
+    /// generator (`corekv-bench --data text`), so the ratios here hold there.
+    fn text_record(rng: &mut SplitMix, len: usize) -> String {
         use std::fmt::Write;
-        let hex = |rng: &mut Rng, digits: usize| {
-            (0..digits).map(|_| char::from_digit(rng.below(16) as u32, 16).expect("below 16")).collect::<String>()
-        };
         let ts = 1_700_000_000_000 + rng.below(100_000_000);
-        let mut r = String::with_capacity(800);
+        let mut r = String::with_capacity(len.max(800));
         let _ = write!(
             r,
             concat!(
@@ -288,10 +289,10 @@ mod tests {
             rng.below(100_000_000),
             rng.below(10_000_000_000),
             ts,
-            hex(rng, 8),
-            hex(rng, 4),
-            hex(rng, 3),
-            hex(rng, 12),
+            rng.hex(8),
+            rng.hex(4),
+            rng.hex(3),
+            rng.hex(12),
             rng.pick(&["ACTIVE", "IDLE", "SUSPENDED", "RELEASED"]),
             rng.pick(&["internet", "ims", "mms.operator.example"]),
             rng.pick(&["NR", "EUTRA"]),
@@ -299,8 +300,8 @@ mod tests {
             rng.below(15) + 1,
             rng.below(1000),
             rng.below(1000),
-            hex(rng, 6),
-            hex(rng, 9),
+            rng.hex(6),
+            rng.hex(9),
             rng.below(100_000_000),
             rng.below(1_000_000_000),
             rng.below(100_000),
@@ -309,11 +310,11 @@ mod tests {
             rng.below(256),
             rng.below(256),
             rng.below(256),
-            hex(rng, 4),
-            hex(rng, 4),
+            rng.hex(4),
+            rng.hex(4),
             rng.below(10_000_000_000_000),
-            hex(rng, 32),
-            hex(rng, 32),
+            rng.hex(32),
+            rng.hex(32),
         );
         for i in 0..rng.below(3) + 2 {
             let _ = write!(
@@ -326,7 +327,7 @@ mod tests {
             );
         }
         r.push_str(r#"],"note":""#);
-        while r.len() < 690 {
+        while r.len() + 2 < len {
             r.push_str(rng.pick(&WORDS));
             r.push(' ');
         }
@@ -336,11 +337,12 @@ mod tests {
 
     /// A seeded replication stream: SET commands carrying text records.
     fn text_like_stream(seed: u64, len: usize) -> Vec<u8> {
-        let mut rng = Rng(seed);
+        let mut rng = SplitMix(seed);
         let mut stream = Vec::new();
         while stream.len() < len {
             let key = format!("record:{:08}", rng.below(100_000_000));
-            let record = text_record(&mut rng);
+            let mut record = text_record(&mut rng, 700);
+            record.truncate(700);
             stream.extend_from_slice(
                 format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n", key.len(), record.len()).as_bytes(),
             );
@@ -494,6 +496,13 @@ mod tests {
             for (name, compression) in [("lz4", ReplCompression::Lz4), ("zstd", ReplCompression::Zstd)] {
                 time(&format!("seal {name} {data}"), raw, &mut || Block::seal(raw, compression, 0).held());
             }
+        }
+        // One SET of a record alone: what sealing each command apart gives.
+        let one = &text[..text.windows(3).position(|w| w == b"\r\n*").expect("two commands") + 2];
+        for (name, compression) in [("lz4", ReplCompression::Lz4), ("zstd", ReplCompression::Zstd)] {
+            time(&format!("seal {name} one {}-byte SET", one.len()), one, &mut || {
+                Block::seal(one, compression, 0).held()
+            });
         }
         time("lz4_flex::block::compress (alloc)", &text, &mut || {
             lz4_flex::block::compress(&text).into_boxed_slice().len()
