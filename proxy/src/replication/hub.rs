@@ -206,6 +206,19 @@ pub fn enforce_limits(core: &Core, p: &mut Primary) {
     }
 }
 
+/// Replicas streaming that sent no ACK for `timeout` are cut off, as
+/// Redis's replicationCron does.
+fn drop_silent(p: &mut Primary, timeout: Duration) {
+    for r in p.replicas.iter_mut().filter(|r| r.loaded && !r.killed && r.ack_at.elapsed() > timeout) {
+        log::warning(&format!("Disconnecting timedout replica (streaming sync): {}:{}", r.ip, r.listening_port));
+        r.killed = true;
+        // SAFETY: as in `enforce_limits`.
+        unsafe {
+            libc::shutdown(r.fd, libc::SHUT_RDWR);
+        }
+    }
+}
+
 /// Turns compression of new blocks on every shard on while some replica
 /// waits for its snapshot or loads it (until its first ACK after it).
 pub async fn refresh_compression(core: &Rc<Core>) {
@@ -244,6 +257,7 @@ async fn cron(core: Rc<Core>) {
             p.append(Block::raw(b"*1\r\n$4\r\nPING\r\n".to_vec()));
         }
         enforce_limits(&core, p);
+        drop_silent(p, Duration::from_secs(core.config().repl_timeout));
         if p.replicas.is_empty() {
             let since = *p.alone_since.get_or_insert_with(Instant::now);
             if ttl > 0 && since.elapsed() >= Duration::from_secs(ttl) && p.backlog.histlen() > 0 {

@@ -1,26 +1,20 @@
 //! A replica's connection after SYNC/PSYNC: a partial resync from the
 //! backlog or a full one (snapshot, then the stream from its cut), then
-//! the stream as it grows. The connection stays on its own core and reads
-//! the stream from core 0's backlog; the blocks it gets are shared, not
-//! copied, and decompressed here as they are sent.
+//! the stream as it grows (`feeder.rs`). The connection stays on its own
+//! core.
 
+use super::feeder::stream_to;
 use super::handoff::{ReplicaHello, SyncRequest};
 use super::hub::{ensure_started, refresh_compression, HUB};
 use super::primary::{LinkState, ReplicaLink};
 use crate::coordinator::dispatch::call;
 use crate::core::Core;
 use crate::log;
-use crate::mesh::{Request, Response, TaskFn};
 use crate::persistence::{save_for_replicas, SaveError};
-use crate::resp::{Limits, Parsed, RequestParser};
 use crate::stream::ClientStream;
-use futures_lite::{AsyncRead, AsyncWriteExt};
-use std::future::poll_fn;
-use std::future::Future;
-use std::pin::Pin;
+use futures_lite::AsyncWriteExt;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 /// Stream bytes sent per write at most.
@@ -28,8 +22,6 @@ const SEND_CHUNK: usize = 256 << 10;
 /// How long a full resync waits for its cut's place in the stream (every
 /// shard's marker is normally there within a mesh round trip).
 const CUT_WAIT: Duration = Duration::from_secs(30);
-/// How long a feeder's request for more stream waits on the hub.
-const POLL_WAIT: Duration = Duration::from_millis(500);
 
 /// Who the replica is, for the hub's link record.
 pub struct Peer {
@@ -255,138 +247,4 @@ async fn send_snapshot(
         rdb.len()
     ));
     Some((pos, diskless))
-}
-
-/// What the feeder waits for.
-enum Event {
-    Stream(Option<Fetched>),
-    Read(std::io::Result<usize>),
-}
-
-/// Stream from the backlog: blocks with their leading bytes to skip.
-struct Fetched {
-    blocks: Vec<(std::sync::Arc<super::block::Block>, usize)>,
-    killed: bool,
-}
-
-/// Sends the stream from `pos` as it grows, reading the replica's
-/// REPLCONF ACKs meanwhile, until the link ends or it is cut off. After an
-/// EOF-marker snapshot nothing is sent before the replica's first ACK, as
-/// Redis does: the replica finds the marker only as the last bytes it read.
-async fn stream_to(core: &Rc<Core>, stream: &mut ClientStream, id: u64, mut pos: u64, mut input: Vec<u8>, eof: bool) {
-    let mut filled = input.len();
-    input.resize(filled.max(4096), 0);
-    let mut parser = RequestParser::new();
-    let mut out = Vec::new();
-    let (mut waiting, mut loaded) = (eof, false);
-    loop {
-        let mut fetch = Box::pin(fetch(core, id, pos));
-        loop {
-            if read_acks(core, id, &mut parser, &mut input, &mut filled).await && !loaded {
-                (waiting, loaded) = (false, true);
-                refresh_compression(core).await;
-            }
-            if filled == input.len() {
-                input.resize(input.len() * 2, 0);
-            }
-            let event = poll_fn(|cx| {
-                if !waiting {
-                    if let Poll::Ready(f) = fetch.as_mut().poll(cx) {
-                        return Poll::Ready(Event::Stream(f));
-                    }
-                }
-                Pin::new(&mut *stream).poll_read(cx, &mut input[filled..]).map(Event::Read)
-            })
-            .await;
-            match event {
-                Event::Read(Ok(0)) | Event::Read(Err(_)) => return,
-                Event::Read(Ok(n)) => filled += n,
-                Event::Stream(None) => return,
-                Event::Stream(Some(f)) if f.killed => return,
-                Event::Stream(Some(f)) => {
-                    out.clear();
-                    for (block, skip) in f.blocks {
-                        let start = out.len();
-                        if block.decode_into(&mut out).is_err() {
-                            return;
-                        }
-                        out.drain(start..start + skip);
-                    }
-                    if stream.write_all(&out).await.is_err() {
-                        return;
-                    }
-                    pos += out.len() as u64;
-                    break;
-                }
-            }
-        }
-    }
-}
-
-/// The stream after `pos`, waiting on the hub up to `POLL_WAIT` for some.
-async fn fetch(core: &Rc<Core>, id: u64, pos: u64) -> Option<Fetched> {
-    let task: TaskFn<Core> = Box::new(move |c| {
-        Box::pin(async move {
-            let deadline = glommio::timer::sleep(POLL_WAIT);
-            futures_lite::pin!(deadline);
-            let fetched = poll_fn(|cx| {
-                let mut primary = c.repl.primary.borrow_mut();
-                let Some(p) = primary.as_mut() else { return Poll::Ready(None) };
-                let end = p.backlog.end;
-                let (blocks, first) = (p.backlog.read_from(pos, SEND_CHUNK), p.backlog.first());
-                let Some(link) = p.link(id) else { return Poll::Ready(None) };
-                link.pos = pos;
-                if link.killed || pos < first {
-                    return Poll::Ready(Some(Fetched { blocks: Vec::new(), killed: true }));
-                }
-                if pos < end || deadline.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Some(Fetched { blocks, killed: false }));
-                }
-                link.waker = Some(cx.waker().clone());
-                Poll::Pending
-            })
-            .await;
-            Box::new(fetched) as Box<dyn std::any::Any + Send>
-        })
-    });
-    if core.index == HUB {
-        let fut = task(core.clone());
-        return fut.await.downcast::<Option<Fetched>>().ok().and_then(|b| *b);
-    }
-    match core.mesh.send(HUB, Request::Task(task)).await.await {
-        Response::Call(any) => any.downcast::<Option<Fetched>>().ok().and_then(|b| *b),
-        _ => None,
-    }
-}
-
-/// Takes the REPLCONF ACKs the replica sent, recording the last offset;
-/// true when there was one.
-async fn read_acks(core: &Rc<Core>, id: u64, parser: &mut RequestParser, input: &mut [u8], filled: &mut usize) -> bool {
-    let limits = Limits { proto_max_bulk_len: 1 << 20, unauthenticated: false };
-    let mut acked = None;
-    while let Parsed::Command { inline } = parser.next(&input[..*filled], &limits) {
-        let src: &[u8] = if inline { parser.inline_buf() } else { &input[..*filled] };
-        let args = shard::Args::new(src, parser.args());
-        if args.len() >= 3 && args.is(0, "replconf") && args.is(1, "ack") {
-            acked = std::str::from_utf8(args.get(2)).ok().and_then(|s| s.parse::<u64>().ok());
-        }
-    }
-    let consumed = parser.consumed();
-    input.copy_within(consumed..*filled, 0);
-    *filled -= consumed;
-    parser.shift(consumed);
-    if let Some(offset) = acked {
-        call(core, HUB, move |c| {
-            if let Some(p) = c.repl.primary.borrow_mut().as_mut() {
-                if let Some(r) = p.link(id) {
-                    r.ack = r.ack.max(offset);
-                    r.ack_at = Instant::now();
-                    r.loaded = true;
-                }
-                p.wake_ack_waiters();
-            }
-        })
-        .await;
-    }
-    acked.is_some()
 }
