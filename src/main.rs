@@ -71,8 +71,7 @@ fn main() {
             eprintln!("corekv: {e}");
             std::process::exit(1);
         }
-        // The "-ziplist-" names and lua-time-limit are Redis's old aliases.
-        for p in shard::config::PARAMS.iter().filter(|p| !p.name.contains("-ziplist-") && p.name != "lua-time-limit") {
+        for p in shard::config::PARAMS.iter().filter(|p| !shard::config::is_alias(p.name)) {
             println!("{} {}", p.name, cli.config.get(p.name).unwrap_or_default());
         }
         return;

@@ -611,6 +611,15 @@ pub fn os_reason(e: &std::io::Error) -> String {
     }
 }
 
+/// Redis's old names for settings (the "-ziplist-" ones, lua-time-limit,
+/// slave*): accepted, not listed.
+pub fn is_alias(name: &str) -> bool {
+    name.contains("-ziplist-")
+        || name == "lua-time-limit"
+        || name.starts_with("slave")
+        || name.starts_with("min-slaves")
+}
+
 pub fn find_param(name: &str) -> Option<&'static Param> {
     PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
 }
