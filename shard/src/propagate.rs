@@ -124,7 +124,7 @@ pub struct ReplFeed {
     /// A copy of this shard's coordinator locks ((db, key) -> unit, or the
     /// whole shard), kept while replicas take effects: an effect on a held
     /// key is the holder's work.
-    held: HashMap<(usize, Vec<u8>), u64, ahash::RandomState>,
+    held: HashMap<usize, HashMap<Vec<u8>, u64, ahash::RandomState>, ahash::RandomState>,
     whole: Option<u64>,
     /// Units that logged effects here since they took their locks.
     wrote: Vec<u64>,
@@ -164,8 +164,8 @@ impl ReplFeed {
         if whole {
             self.whole = Some(unit);
         }
-        for k in keys {
-            self.held.insert(k, unit);
+        for (db, key) in keys {
+            self.held.entry(db).or_default().insert(key, unit);
         }
     }
 
@@ -176,7 +176,10 @@ impl ReplFeed {
         if self.whole == Some(unit) {
             self.whole = None;
         }
-        self.held.retain(|_, u| *u != unit);
+        for keys in self.held.values_mut() {
+            keys.retain(|_, u| *u != unit);
+        }
+        self.held.retain(|_, keys| !keys.is_empty());
         let wrote = match self.wrote.iter().position(|&u| u == unit) {
             Some(i) => {
                 self.wrote.swap_remove(i);
@@ -195,7 +198,7 @@ impl ReplFeed {
     pub fn about(&mut self, db: usize, key: Option<&[u8]>) {
         self.unit = self.whole;
         if let (None, Some(key), false) = (self.unit, key, self.held.is_empty()) {
-            self.unit = self.held.get(&(db, key.to_vec())).copied();
+            self.unit = self.held.get(&db).and_then(|keys| keys.get(key)).copied();
         }
     }
 
@@ -864,5 +867,52 @@ mod tests {
         let l = lines(&String::from_utf8(out).unwrap());
         assert_eq!(l.len(), 3);
         assert_eq!(l[2].split(' ').count(), 2 + 150 - 128);
+    }
+
+    fn feed_items(shard: &mut Shard) -> Vec<String> {
+        let (_, items) = shard.repl_feed().unwrap().take();
+        items
+            .into_iter()
+            .map(|item| match item {
+                FeedItem::Effects(b) => lines(&String::from_utf8(b).unwrap()).join("; "),
+                FeedItem::UnitPart { unit, bytes } => {
+                    format!("U{unit}: {}", lines(&String::from_utf8(bytes).unwrap()).join("; "))
+                }
+                FeedItem::UnitEnd { unit, shards } => format!("end U{unit}/{shards}"),
+                FeedItem::Cut(seq) => format!("cut {seq}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_replication_feed_groups_transactions_and_tags_units() {
+        let mut shard = Shard::new(0, 1, Config::default());
+        shard.enable_repl_feed(1 << 20);
+        run(&mut shard, "set a 1", 0);
+        let feed = shard.repl_feed().unwrap();
+        feed.begin_group();
+        run(&mut shard, "set b 2", 0);
+        run(&mut shard, "incr b", 0);
+        shard.repl_feed().unwrap().end_group();
+        // A group that wrote nothing leaves nothing.
+        shard.repl_feed().unwrap().begin_group();
+        run(&mut shard, "get a", 0);
+        shard.repl_feed().unwrap().end_group();
+        assert_eq!(feed_items(&mut shard), ["SELECT 0; set a 1; MULTI; set b 2; incr b; EXEC"]);
+        // Unit 7 holds key k: its effects are its part; its release ends it.
+        shard.repl_feed().unwrap().hold(7, [(0, b"k".to_vec())].into_iter(), false);
+        run(&mut shard, "set k x", 0);
+        run(&mut shard, "set other y", 0);
+        shard.repl_feed().unwrap().release(7, 2);
+        // A read-only unit (released with 0) that wrote still ends its part.
+        shard.repl_feed().unwrap().hold(8, [(0, b"r".to_vec())].into_iter(), false);
+        run(&mut shard, "set r z", 0);
+        shard.repl_feed().unwrap().release(8, 0);
+        shard.repl_feed().unwrap().hold(9, std::iter::empty(), true);
+        shard.repl_feed().unwrap().release(9, 0);
+        assert_eq!(
+            feed_items(&mut shard),
+            ["U7: SELECT 0; set k x", "SELECT 0; set other y", "end U7/2", "U8: SELECT 0; set r z", "end U8/1"]
+        );
     }
 }
