@@ -40,9 +40,40 @@ pub enum Emitted {
     Cut(u64),
 }
 
+/// One shard's items not yet out, with their numbers in the shard's order.
+#[derive(Default)]
+struct Queue {
+    items: VecDeque<Shipped>,
+    seqs: VecDeque<u64>,
+    /// The next item's number (items taken in so far).
+    next: u64,
+}
+
+impl Queue {
+    fn push(&mut self, item: Shipped) {
+        self.items.push_back(item);
+        self.seqs.push_back(self.next);
+        self.next += 1;
+    }
+
+    fn front(&self) -> Option<&Shipped> {
+        self.items.front()
+    }
+
+    fn pop_front(&mut self) -> Option<(u64, Shipped)> {
+        Some((self.seqs.pop_front()?, self.items.pop_front()?))
+    }
+
+    fn remove(&mut self, i: usize) -> Option<(u64, Shipped)> {
+        Some((self.seqs.remove(i)?, self.items.remove(i)?))
+    }
+}
+
 #[derive(Default)]
 struct UnitState {
     parts: Vec<Vec<u8>>,
+    /// (shard, number) of each part taken in but not out yet.
+    part_seqs: Vec<(usize, u64)>,
     /// Shards where the unit's parts have started being collected.
     reached: Vec<usize>,
     ends: u16,
@@ -50,13 +81,13 @@ struct UnitState {
 }
 
 pub struct Merger {
-    queues: Vec<VecDeque<Shipped>>,
+    queues: Vec<Queue>,
     units: HashMap<u64, UnitState>,
 }
 
 impl Merger {
     pub fn new(shards: usize) -> Merger {
-        Merger { queues: (0..shards).map(|_| VecDeque::new()).collect(), units: HashMap::new() }
+        Merger { queues: (0..shards).map(|_| Queue::default()).collect(), units: HashMap::new() }
     }
 
     /// Items of `shard`, in its order.
@@ -67,7 +98,7 @@ impl Merger {
                 u.ends += 1;
                 u.shards = *shards;
             }
-            self.queues[shard].push_back(item);
+            self.queues[shard].push(item);
         }
     }
 
@@ -92,17 +123,18 @@ impl Merger {
         while let Some(head) = self.queues[shard].front() {
             match head {
                 Shipped::Block(_) => {
-                    if let Some(Shipped::Block(b)) = self.queues[shard].pop_front() {
+                    if let Some((_, Shipped::Block(b))) = self.queues[shard].pop_front() {
                         out.push(Emitted::Block(b));
                     }
                 }
                 Shipped::UnitPart { .. } => {
-                    if let Some(Shipped::UnitPart { unit, bytes }) = self.queues[shard].pop_front() {
+                    if let Some((seq, Shipped::UnitPart { unit, bytes })) = self.queues[shard].pop_front() {
                         let u = self.units.entry(unit).or_default();
                         if !u.reached.contains(&shard) {
                             u.reached.push(shard);
                         }
                         u.parts.push(bytes);
+                        u.part_seqs.push((shard, seq));
                     }
                 }
                 Shipped::UnitEnd { .. } | Shipped::Cut(_) => return progress,
@@ -142,10 +174,10 @@ impl Merger {
             let mut state = self.units.remove(&id).unwrap_or_default();
             for q in &mut self.queues {
                 let mut i = 0;
-                while i < q.len() {
-                    match &q[i] {
+                while i < q.items.len() {
+                    match &q.items[i] {
                         Shipped::UnitPart { unit, .. } if *unit == id => {
-                            if let Some(Shipped::UnitPart { bytes, .. }) = q.remove(i) {
+                            if let Some((_, Shipped::UnitPart { bytes, .. })) = q.remove(i) {
                                 state.parts.push(bytes);
                             }
                         }
@@ -171,10 +203,19 @@ impl Merger {
         self.queues.iter().enumerate().all(|(s, q)| {
             reached.contains(&s)
                 || !q
+                    .items
                     .iter()
                     .take_while(|item| !matches!(item, Shipped::UnitEnd { unit, .. } if *unit == id))
                     .any(|item| matches!(item, Shipped::UnitPart { unit, .. } if *unit == id))
         })
+    }
+
+    /// The number of `shard`'s first item not out yet (everything of the
+    /// shard before it is in the stream): what WAIT waits for.
+    pub fn out_before(&self, shard: usize) -> u64 {
+        let q = &self.queues[shard];
+        let parts = self.units.values().flat_map(|u| &u.part_seqs).filter(|(s, _)| *s == shard).map(|(_, n)| *n);
+        parts.chain(q.seqs.front().copied()).min().unwrap_or(q.next)
     }
 
     /// Raw bytes held in the queues (waiting behind a unit or a cut).
@@ -182,7 +223,7 @@ impl Merger {
         let queued: usize = self
             .queues
             .iter()
-            .flatten()
+            .flat_map(|q| &q.items)
             .map(|item| match item {
                 Shipped::Block(b) => b.held(),
                 Shipped::UnitPart { bytes, .. } => bytes.len(),
@@ -236,6 +277,19 @@ mod tests {
         m.push(1, [part(7, "u1"), block("during1"), end(7, 2), block("after1")]);
         m.drain(&mut out);
         assert_eq!(text(&out), ["a", "b", "during1", "[u0,u1]", "after0", "after1"]);
+    }
+
+    #[test]
+    fn what_waits_in_the_merge_is_not_out() {
+        let mut m = Merger::new(2);
+        let mut out = Vec::new();
+        m.push(0, [block("a"), part(7, "u0"), end(7, 2), block("after0")]);
+        m.drain(&mut out);
+        // "a" is out; the unit's part (item 1) and what follows are not.
+        assert_eq!((m.out_before(0), m.out_before(1)), (1, 0));
+        m.push(1, [part(7, "u1"), end(7, 2)]);
+        m.drain(&mut out);
+        assert_eq!((m.out_before(0), m.out_before(1)), (4, 2));
     }
 
     #[test]
@@ -371,6 +425,9 @@ mod tests {
                 m.drain(&mut out);
             }
             proptest::prop_assert_eq!(m.pending(), 0);
+            for s in 0..shards {
+                proptest::prop_assert_eq!(m.out_before(s), m.queues[s].next);
+            }
             proptest::prop_assert!(m.units.is_empty());
             let emitted: Vec<String> = out
                 .iter()

@@ -1,5 +1,6 @@
 //! WAIT numreplicas timeout: every write this client made before WAIT is
-//! in the stream (each shard's feed shipped to the hub), the replicas are
+//! in the stream (each shard's feed shipped to the hub and out of the
+//! merge), the replicas are
 //! asked for an acknowledgement (REPLCONF GETACK * in the stream), and the
 //! answer is how many acknowledged that far before the timeout.
 
@@ -24,17 +25,29 @@ pub async fn wait(core: &Rc<Core>, wanted: u64, timeout_ms: u64) -> u64 {
     while !flushed(core, &marks).await {
         glommio::timer::sleep(Duration::from_micros(200)).await;
     }
-    let target = call(core, HUB, |c| {
-        let mut primary = c.repl.primary.borrow_mut();
-        let p = primary.as_mut()?;
-        let target = p.backlog.end;
-        if p.replicas.iter().filter(|r| r.ack >= target).count() < p.replicas.len() {
-            p.append(Block::raw(GETACK.to_vec()));
+    // Taken in is not yet out: an item may wait in the merge behind a
+    // unit. The target is the stream's end once all of them are out.
+    let target = loop {
+        let marks = marks.clone();
+        let out = call(core, HUB, move |c| {
+            let mut primary = c.repl.primary.borrow_mut();
+            let Some(p) = primary.as_mut() else { return Some(None) };
+            if marks.iter().enumerate().any(|(s, &m)| p.merger.out_before(s) < m) {
+                return None;
+            }
+            let target = p.backlog.end;
+            if p.replicas.iter().filter(|r| r.ack >= target).count() < p.replicas.len() {
+                p.append(Block::raw(GETACK.to_vec()));
+            }
+            Some(Some(target))
+        })
+        .await
+        .unwrap_or(Some(None));
+        match out {
+            Some(target) => break target,
+            None => glommio::timer::sleep(Duration::from_micros(200)).await,
         }
-        Some(target)
-    })
-    .await
-    .flatten();
+    };
     let Some(target) = target else { return 0 };
     loop {
         let acked = call(core, HUB, move |c| {
