@@ -214,3 +214,24 @@ impl Primary {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_soft_limit_cuts_only_after_its_seconds_and_the_hard_one_at_once() {
+        let limit = OutputBufferLimit { hard: 100, soft: 50, soft_seconds: 2 };
+        let (t0, mut since) = (Instant::now(), None);
+        assert!(!over_limit(&limit, 10, &mut since, t0));
+        assert!(!over_limit(&limit, 60, &mut since, t0));
+        assert!(!over_limit(&limit, 60, &mut since, t0 + Duration::from_secs(1)));
+        assert!(over_limit(&limit, 60, &mut since, t0 + Duration::from_secs(2)));
+        // Back under the soft limit: the clock starts again.
+        assert!(!over_limit(&limit, 10, &mut since, t0 + Duration::from_secs(3)));
+        assert!(!over_limit(&limit, 60, &mut since, t0 + Duration::from_secs(4)));
+        assert!(over_limit(&limit, 100, &mut None, t0));
+        assert!(!over_limit(&OutputBufferLimit::default(), u64::MAX, &mut None, t0));
+    }
+}
