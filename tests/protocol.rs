@@ -189,6 +189,13 @@ fn every_command_with_any_argument_count_is_safe() {
             for filler in fillers {
                 let mut args: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
                 args.extend(std::iter::repeat_n(filler, extra));
+                if matches!(words[0].as_slice(), b"sync" | b"psync") {
+                    // The connection may turn into a replica's link (a
+                    // snapshot, then the stream), as on Redis: a new one.
+                    raw.send(&Raw::encode(&args));
+                    raw = server.raw();
+                    continue;
+                }
                 let reply = raw.cmd(&args);
                 if matches!(words[0].as_slice(), b"quit") || matches!(&reply, Value::Simple(s) if s == b"RESET") {
                     raw = server.raw();
