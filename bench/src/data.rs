@@ -52,7 +52,7 @@ impl SplitMix {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n
     }
 
