@@ -47,7 +47,8 @@ pub async fn ensure_started(core: &Rc<Core>) {
             Some((old, offset)) => (old, offset, offset as i64 + 1),
             None => ("0".repeat(40), 0, -1),
         };
-        *primary = Some(Primary::new(c.count, new_replid(), replid2, offset, second));
+        let replid = c.repl.replid.get_or_init(new_replid).clone();
+        *primary = Some(Primary::new(c.count, replid, replid2, offset, second));
         true
     })
     .await

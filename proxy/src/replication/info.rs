@@ -58,18 +58,20 @@ pub async fn section(core: &Rc<Core>) -> String {
         let primary = c.repl.primary.borrow();
         let mut out = String::new();
         let Some(p) = primary.as_ref() else {
-            let replid = super::hub::new_replid();
+            // A replica shows its primary's id and the offset it applied.
+            let (replid, offset) = super::replica::master_replid_offset(c)
+                .unwrap_or_else(|| (c.repl.replid.get_or_init(super::hub::new_replid).clone(), 0));
             return format!(
-                "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+                "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
                 "0".repeat(40)
             );
         };
         let now = std::time::Instant::now();
         let good = p.good_replicas(max_lag);
-        if min_to_write > 0 {
+        let _ = write!(out, "connected_slaves:{}\r\n", p.replicas.len());
+        if min_to_write > 0 && max_lag > 0 {
             let _ = write!(out, "min_slaves_good_slaves:{good}\r\n");
         }
-        let _ = write!(out, "connected_slaves:{}\r\n", p.replicas.len());
         for (i, r) in p.replicas.iter().enumerate() {
             let (held, raw) = p.backlog.held_from(r.pos);
             let ratio = if held > 0 { raw as f64 / held as f64 } else { 1.0 };
