@@ -229,7 +229,13 @@ impl ReplFeed {
         if self.group.is_some() || self.current.is_empty() {
             return;
         }
-        let bytes = std::mem::take(&mut self.current);
+        // An exact copy, and `current` keeps its room: no chain of
+        // reallocations per item.
+        let bytes = self.current.to_vec();
+        self.current.clear();
+        if self.current.capacity() > 4 * self.block_size {
+            self.current = Vec::new();
+        }
         self.items.push(match self.current_unit {
             None => FeedItem::Effects(bytes),
             Some(unit) => FeedItem::UnitPart { unit, bytes },

@@ -221,7 +221,10 @@ async fn send_snapshot(
             None => glommio::timer::sleep(Duration::from_millis(5)).await,
         }
     };
-    let rdb = std::fs::read(path).ok()?;
+    // Sent a chunk at a time: memory stays one chunk, whatever the
+    // dataset's size (the file was just written: it is in the page cache).
+    let mut file = std::fs::File::open(path).ok()?;
+    let size = file.metadata().ok()?.len();
     let diskless = core.config().repl_diskless_sync && peer.hello.capa_eof;
     let mut head = String::new();
     if psync {
@@ -231,20 +234,25 @@ async fn send_snapshot(
     if diskless {
         head.push_str(&format!("$EOF:{mark}\r\n"));
     } else {
-        head.push_str(&format!("${}\r\n", rdb.len()));
+        head.push_str(&format!("${size}\r\n"));
     }
     stream.write_all(head.as_bytes()).await.ok()?;
-    for chunk in rdb.chunks(SEND_CHUNK) {
-        stream.write_all(chunk).await.ok()?;
+    let mut chunk = vec![0u8; SEND_CHUNK];
+    let mut sent = 0u64;
+    while sent < size {
+        let n = std::io::Read::read(&mut file, &mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        stream.write_all(&chunk[..n]).await.ok()?;
+        sent += n as u64;
     }
     if diskless {
         stream.write_all(mark.as_bytes()).await.ok()?;
     }
     log::notice(&format!(
-        "Synchronization with replica {}:{}: sent {} bytes of snapshot",
-        peer.ip,
-        peer.hello.listening_port,
-        rdb.len()
+        "Synchronization with replica {}:{}: sent {size} bytes of snapshot",
+        peer.ip, peer.hello.listening_port
     ));
     Some((pos, diskless))
 }
