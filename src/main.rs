@@ -105,17 +105,6 @@ fn memory() -> MemoryInfo {
     MemoryInfo { rss: rss as u64, peak_rss: peak_rss as u64, allocator: "mimalloc".into() }
 }
 
-fn run_id() -> String {
-    let mut bytes = [0u8; 20];
-    // SAFETY: getrandom writes at most `len` bytes into the buffer.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if n != bytes.len() as isize {
-        let t = shard::unix_ms() ^ (std::process::id() as u64) << 32;
-        bytes[..8].copy_from_slice(&t.to_le_bytes());
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Shard → CPU: every shard pinned, wrapping when there are more shards than
 /// CPUs.
 fn shard_cpus(config: &Config) -> Result<Vec<usize>, String> {
@@ -215,7 +204,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         reload_requested: Default::default(),
         connected_clients: AtomicUsize::new(0),
         started: Instant::now(),
-        run_id: run_id(),
+        run_id: proxy::core::random_id(),
         executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
         config_file: cli.config_file.clone().unwrap_or_default(),
         cpus: cpus.clone(),

@@ -58,6 +58,19 @@ pub struct Process {
     pub scripts: Vec<crate::scripting::context::ScriptStatus>,
 }
 
+/// 40 random hex digits: the run id, replication ids, EOF marks (as Redis's
+/// getRandomHexChars).
+pub fn random_id() -> String {
+    let mut bytes = [0u8; 20];
+    // SAFETY: getrandom writes at most `len` bytes into the buffer.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n != bytes.len() as isize {
+        let t = shard::unix_ms() ^ ((std::process::id() as u64) << 32);
+        bytes[..8].copy_from_slice(&t.to_le_bytes());
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 impl Process {
     pub fn request_shutdown(&self) {
         self.shutdown.store(true, Ordering::Relaxed);

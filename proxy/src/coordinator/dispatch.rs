@@ -1,5 +1,6 @@
 //! Running work on other cores: a closure on one core (`call`), on every
-//! core (`call_all`), an async task on every core (`call_all_tasks`), or a
+//! core (`call_all`), an async task on one core or every core
+//! (`call_task`, `call_all_tasks`), or a
 //! closure another core runs while this thread blocks (`call_blocking`).
 //! Each runs against the owner's `Core`; the mesh only carries it.
 
@@ -23,6 +24,27 @@ where
     }
     let boxed: CallFn<Core> = Box::new(move |c| Box::new(f(c)));
     match core.mesh.send(shard, Request::Call(boxed)).await.await {
+        Response::Call(any) => any.downcast::<T>().ok().map(|b| *b),
+        _ => None,
+    }
+}
+
+/// Runs the async `f` as a task on `shard`'s core (here when it is this
+/// one) and returns its result; `None` when that core is gone.
+pub async fn call_task<T, F, Fut>(core: &Rc<Core>, shard: usize, f: F) -> Option<T>
+where
+    T: Send + 'static,
+    Fut: Future<Output = T> + 'static,
+    F: FnOnce(Rc<Core>) -> Fut + Send + 'static,
+{
+    if shard == core.index {
+        return Some(f(core.clone()).await);
+    }
+    let boxed: TaskFn<Core> = Box::new(move |c| {
+        let fut = f(c);
+        Box::pin(async move { Box::new(fut.await) as Box<dyn Any + Send> })
+    });
+    match core.mesh.send(shard, Request::Task(boxed)).await.await {
         Response::Call(any) => any.downcast::<T>().ok().map(|b| *b),
         _ => None,
     }

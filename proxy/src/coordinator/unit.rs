@@ -4,9 +4,10 @@
 //! on each other in a circle; holding every lock until the end means no
 //! client on any core sees part of the unit.
 
+use super::dispatch::call_task;
 use super::locks::{until, DbKey, UnitId};
 use crate::core::Core;
-use crate::mesh::{Request, Response, TaskFn};
+use crate::mesh::Request;
 use shard::{Args, CommandSpec};
 use std::future::Future;
 use std::pin::Pin;
@@ -71,18 +72,8 @@ impl Unit {
         let mut unit = Unit { core: core.clone(), id, shards: Vec::with_capacity(shards.len()), writes: true };
         for &shard in shards {
             let (keys, whole) = (footprint.keys_on(shard), footprint.whole);
-            if shard == core.index {
-                lock_here(core.clone(), id, keys, whole).await;
-            } else {
-                let task: TaskFn<Core> = Box::new(move |c| {
-                    Box::pin(async move {
-                        lock_here(c, id, keys, whole).await;
-                        Box::new(()) as Box<dyn std::any::Any + Send>
-                    })
-                });
-                if let Response::Lost = core.mesh.send(shard, Request::Task(task)).await.await {
-                    continue;
-                }
+            if call_task(core, shard, move |c| lock_here(c, id, keys, whole)).await.is_none() {
+                continue;
             }
             unit.shards.push(shard);
         }

@@ -50,9 +50,10 @@ pub async fn refresh_deny_writes(core: &Rc<Core>) {
 
 /// Runs a save protocol in a task of its own, so a caller that goes away
 /// (a client hanging up mid-SAVE) cannot cut it short holding the lock.
-async fn detached<F>(work: F) -> Result<(), SaveError>
+async fn detached<T, F>(work: F) -> Result<T, SaveError>
 where
-    F: std::future::Future<Output = Result<(), SaveError>> + 'static,
+    T: 'static,
+    F: std::future::Future<Output = Result<T, SaveError>> + 'static,
 {
     glommio::spawn_local(work).detach().await.unwrap_or_else(|| Err(SaveError::Failed("cancelled".into())))
 }
@@ -80,23 +81,20 @@ async fn save_here(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
 /// the cut's sequence number, whose marker the replication stream carries.
 pub async fn save_for_replicas(core: &Rc<Core>, file_name: String) -> Result<u64, SaveError> {
     let core = core.clone();
-    let (tx, rx) = std::sync::mpsc::channel();
     detached(async move {
         core.process.save_status.lock(false)?;
         log::notice("Starting BGSAVE for SYNC with target: disk");
-        let cut = take_cut(&core, Some(file_name)).await;
-        let result = match cut {
+        let result = match take_cut(&core, Some(file_name)).await {
             Ok(cut) => {
-                let _ = tx.send(cut.seq);
-                finish(&core, cut).await
+                let seq = cut.seq;
+                finish(&core, cut).await.map(|()| seq)
             }
             Err(e) => Err(e),
         };
         core.process.save_status.unlock();
         result.map_err(SaveError::Failed)
     })
-    .await?;
-    rx.try_recv().map_err(|_| SaveError::Failed("no cut".into()))
+    .await
 }
 
 /// BGSAVE: takes the cut, then returns while the shards write their parts

@@ -4,9 +4,8 @@
 //! between writes.
 
 use super::hub::{refresh_compression, HUB};
-use crate::coordinator::dispatch::call;
+use crate::coordinator::dispatch::{call, call_task};
 use crate::core::Core;
-use crate::mesh::{Request, Response, TaskFn};
 use crate::resp::{Limits, Parsed, RequestParser};
 use crate::stream::ClientStream;
 use futures_lite::{AsyncRead, AsyncWriteExt};
@@ -96,38 +95,28 @@ pub async fn stream_to(
 
 /// The stream after `pos`, waiting on the hub up to `POLL_WAIT` for some.
 async fn fetch(core: &Rc<Core>, id: u64, pos: u64) -> Option<Fetched> {
-    let task: TaskFn<Core> = Box::new(move |c| {
-        Box::pin(async move {
-            let deadline = glommio::timer::sleep(POLL_WAIT);
-            futures_lite::pin!(deadline);
-            let fetched = poll_fn(|cx| {
-                let mut primary = c.repl.primary.borrow_mut();
-                let Some(p) = primary.as_mut() else { return Poll::Ready(None) };
-                let end = p.backlog.end;
-                let (blocks, first) = (p.backlog.read_from(pos, SEND_CHUNK), p.backlog.first());
-                let Some(link) = p.link(id) else { return Poll::Ready(None) };
-                link.pos = pos;
-                if link.killed || pos < first {
-                    return Poll::Ready(Some(Fetched { blocks: Vec::new(), killed: true }));
-                }
-                if pos < end || deadline.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Some(Fetched { blocks, killed: false }));
-                }
-                link.waker = Some(cx.waker().clone());
-                Poll::Pending
-            })
-            .await;
-            Box::new(fetched) as Box<dyn std::any::Any + Send>
+    call_task(core, HUB, move |c| async move {
+        let deadline = glommio::timer::sleep(POLL_WAIT);
+        futures_lite::pin!(deadline);
+        poll_fn(|cx| {
+            let mut primary = c.repl.primary.borrow_mut();
+            let Some(p) = primary.as_mut() else { return Poll::Ready(None) };
+            let (first, end) = (p.backlog.first(), p.backlog.end);
+            let Some(link) = p.link(id) else { return Poll::Ready(None) };
+            link.pos = pos;
+            if link.killed || pos < first {
+                return Poll::Ready(Some(Fetched { blocks: Vec::new(), killed: true }));
+            }
+            if pos < end || deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Some(Fetched { blocks: p.backlog.read_from(pos, SEND_CHUNK), killed: false }));
+            }
+            link.waker = Some(cx.waker().clone());
+            Poll::Pending
         })
-    });
-    if core.index == HUB {
-        let fut = task(core.clone());
-        return fut.await.downcast::<Option<Fetched>>().ok().and_then(|b| *b);
-    }
-    match core.mesh.send(HUB, Request::Task(task)).await.await {
-        Response::Call(any) => any.downcast::<Option<Fetched>>().ok().and_then(|b| *b),
-        _ => None,
-    }
+        .await
+    })
+    .await
+    .flatten()
 }
 
 /// Takes the REPLCONF ACKs the replica sent, recording the last offset;

@@ -8,7 +8,7 @@ use super::block::Block;
 use super::merge::Shipped;
 use super::primary::Primary;
 use crate::coordinator::dispatch::{call, call_all};
-use crate::core::Core;
+use crate::core::{random_id, Core};
 use crate::log;
 use shard::propagate::FeedItem;
 use std::future::poll_fn;
@@ -20,18 +20,6 @@ use std::time::{Duration, Instant};
 pub const HUB: usize = 0;
 /// While compressing, how long a shard's open item may wait to fill a block.
 const FILL_WAIT: Duration = Duration::from_millis(50);
-
-/// A new replication id: 40 random hex digits, as Redis's.
-pub fn new_replid() -> String {
-    let mut bytes = [0u8; 20];
-    // SAFETY: getrandom writes at most `len` bytes into the buffer.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if n != bytes.len() as isize {
-        let t = shard::unix_ms() ^ ((std::process::id() as u64) << 32);
-        bytes[..8].copy_from_slice(&t.to_le_bytes());
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// Starts the stream the first time a replica arrives: the hub on core 0,
 /// then every shard's feed (from here on, each write is in the stream).
@@ -47,7 +35,7 @@ pub async fn ensure_started(core: &Rc<Core>) {
             Some((old, offset)) => (old, offset, offset as i64 + 1),
             None => ("0".repeat(40), 0, -1),
         };
-        let replid = c.repl.replid.get_or_init(new_replid).clone();
+        let replid = c.repl.replid.get_or_init(random_id).clone();
         *primary = Some(Primary::new(c.count, replid, replid2, offset, second));
         true
     })

@@ -60,7 +60,7 @@ pub async fn section(core: &Rc<Core>) -> String {
         let Some(p) = primary.as_ref() else {
             // A replica shows its primary's id and the offset it applied.
             let (replid, offset) = super::replica::master_replid_offset(c)
-                .unwrap_or_else(|| (c.repl.replid.get_or_init(super::hub::new_replid).clone(), 0));
+                .unwrap_or_else(|| (c.repl.replid.get_or_init(crate::core::random_id).clone(), 0));
             return format!(
                 "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
                 "0".repeat(40)
@@ -74,8 +74,7 @@ pub async fn section(core: &Rc<Core>) -> String {
         }
         for (i, r) in p.replicas.iter().enumerate() {
             let (held, raw) = p.backlog.held_from(r.pos);
-            let ratio = if held > 0 { raw as f64 / held as f64 } else { 1.0 };
-            let peak_ratio = if r.peak_held > 0 { r.peak_raw as f64 / r.peak_held as f64 } else { 1.0 };
+            let (ratio, peak_ratio) = (ratio(raw, held), ratio(r.peak_raw, r.peak_held));
             let _ = write!(
                 out,
                 "slave{i}:ip={},port={},state={},offset={},lag={},buffer_raw={raw},buffer_held={held},buffer_ratio={ratio:.2},buffer_peak_raw={},buffer_peak_held={},buffer_peak_ratio={peak_ratio:.2}\r\n",
@@ -89,7 +88,7 @@ pub async fn section(core: &Rc<Core>) -> String {
             );
         }
         let first = if p.backlog.histlen() > 0 { p.backlog.first() + 1 } else { 0 };
-        let stream_ratio = if p.held_in > 0 { p.raw_in as f64 / p.held_in as f64 } else { 1.0 };
+        let stream_ratio = ratio(p.raw_in, p.held_in);
         let _ = write!(
             out,
             "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:1\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{}\r\nrepl_stream_compression_ratio:{stream_ratio:.2}\r\n",
@@ -105,6 +104,15 @@ pub async fn section(core: &Rc<Core>) -> String {
     .unwrap_or_default();
     out.push_str(&primary);
     out
+}
+
+/// Raw bytes per byte held (1 when nothing is held).
+fn ratio(raw: u64, held: u64) -> f64 {
+    if held > 0 {
+        raw as f64 / held as f64
+    } else {
+        1.0
+    }
 }
 
 /// INFO stats' sync_full, sync_partial_ok, sync_partial_err.

@@ -230,7 +230,7 @@ async fn send_snapshot(
     if psync {
         head.push_str(&format!("+FULLRESYNC {replid} {pos}\r\n"));
     }
-    let mark = super::hub::new_replid();
+    let mark = crate::core::random_id();
     if diskless {
         head.push_str(&format!("$EOF:{mark}\r\n"));
     } else {

@@ -31,12 +31,8 @@ impl LinkIo {
 
     /// One command, as a RESP array of bulk strings.
     pub async fn send(&mut self, parts: &[&[u8]]) -> Result<(), String> {
-        let mut out = format!("*{}\r\n", parts.len()).into_bytes();
-        for p in parts {
-            out.extend_from_slice(format!("${}\r\n", p.len()).as_bytes());
-            out.extend_from_slice(p);
-            out.extend_from_slice(b"\r\n");
-        }
+        let mut out = Vec::new();
+        shard::propagate::put_command(&mut out, parts);
         self.stream.write_all(&out).await.map_err(|e| format!("I/O error writing to MASTER: {e}"))
     }
 
