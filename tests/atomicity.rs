@@ -344,8 +344,12 @@ impl Bank {
                 .map(|c| {
                     s.spawn(move || {
                         let mut conn = Raw::connect(port);
-                        for n in 0..transfers {
-                            if started.elapsed() > TIME_CAP {
+                        // At least `transfers` each, and on until the readers
+                        // have audited a thousand times while writes run (a
+                        // loaded runner reads slowly).
+                        for n in 0.. {
+                            let enough = n >= transfers && tally.rounds.load(Relaxed) >= 1000;
+                            if enough || started.elapsed() > TIME_CAP {
                                 break;
                             }
                             let (from, to) = self.pair(c, n);
