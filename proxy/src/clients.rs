@@ -21,6 +21,11 @@ pub struct ClientInfo {
     pub last_cmd: &'static str,
     /// Bytes waiting in the query buffer at the last read.
     pub qbuf: usize,
+    /// Free bytes of the query buffer (0 while idle: it is pooled).
+    pub qbuf_free: usize,
+    /// Replies not yet sent: the ring's queue and, while the connection
+    /// waits on it, its pipeline's (as of the connection's last write).
+    pub omem: usize,
     /// Commands queued since MULTI (-1 outside MULTI) and their bytes.
     pub multi: (i64, usize),
     /// A replica's link (flags=S; CLIENT KILL TYPE replica).
@@ -28,10 +33,17 @@ pub struct ClientInfo {
 }
 
 impl ClientInfo {
+    /// What the connection holds: its query buffer, pending output, queued
+    /// MULTI commands and the fixed cost of its state.
+    pub fn total_memory(&self) -> usize {
+        const FIXED: usize = 1024;
+        FIXED + self.qbuf + self.qbuf_free + self.omem + self.multi.1
+    }
+
     /// One line of CLIENT LIST in Redis 7's field order.
     pub fn line(&self, now: Instant) -> String {
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem={} rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -49,7 +61,12 @@ impl ClientInfo {
             self.db,
             self.multi.0,
             self.qbuf,
+            self.qbuf_free,
             self.multi.1,
+            self.qbuf + self.qbuf_free,
+            usize::from(self.omem > 0),
+            self.omem,
+            self.total_memory(),
             self.last_cmd,
             self.resp,
             String::from_utf8_lossy(&self.lib_name),

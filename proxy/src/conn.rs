@@ -15,10 +15,34 @@ use crate::session::{ConnState, Connection, Port};
 use crate::stream::ClientStream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use shard::Args;
+use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const READ_CHUNK: usize = 16 * 1024;
+
+/// Read buffers of idle connections, kept for the next connection with
+/// input (a connection waiting for a request holds none).
+const POOLED_READ_BUFFERS: usize = 64;
+
+thread_local! {
+    static READ_BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn take_read_buffer() -> Vec<u8> {
+    READ_BUFFERS.with(|p| p.borrow_mut().pop()).unwrap_or_else(|| vec![0u8; READ_CHUNK])
+}
+
+fn give_back_read_buffer(buf: Vec<u8>) {
+    if buf.len() == READ_CHUNK {
+        READ_BUFFERS.with(|p| {
+            let mut pool = p.borrow_mut();
+            if pool.len() < POOLED_READ_BUFFERS {
+                pool.push(buf);
+            }
+        });
+    }
+}
 
 /// Replies buffered beyond this are sent before the rest of the batch runs,
 /// so a client pipelining reads of large values without reading its replies
@@ -63,6 +87,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 last_active: now,
                 last_cmd: "NULL",
                 qbuf: 0,
+                qbuf_free: 0,
+                omem: 0,
                 multi: (-1, 0),
                 replica: false,
             });
@@ -110,25 +136,27 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
 impl Connection {
     async fn run(&mut self, stream: &mut ClientStream) {
         let mut parser = RequestParser::new();
-        let mut buf = vec![0u8; READ_CHUNK];
+        let mut buf = Vec::new();
         let mut filled = 0usize;
         // After a blocking pop, commands the client pipelined meanwhile are
         // already in the buffer: parse them before reading again.
         let mut read_first = true;
         loop {
             if read_first {
-                if filled == buf.len() {
-                    let pending = filled - parser.consumed();
-                    if pending as u64 > self.core.config().client_query_buffer_limit {
-                        log::warning(&format!(
-                            "Closing client that reached max query buffer length: id={} (qbuf={pending})",
-                            self.state.id
-                        ));
+                if filled == 0 {
+                    // Idle: the read buffer goes back to the core's pool
+                    // until input arrives.
+                    give_back_read_buffer(std::mem::take(&mut buf));
+                    if !stream.readable().await {
                         return;
                     }
+                    buf = take_read_buffer();
+                } else if filled == buf.len() {
                     // Doubling: memory follows the bytes that actually arrive,
-                    // not the length a bulk header announces.
-                    buf.resize(buf.len() * 2, 0);
+                    // not the length a bulk header announces; one byte past
+                    // the limit is enough to know it is passed.
+                    let limit = self.core.config().client_query_buffer_limit as usize;
+                    buf.resize((buf.len() * 2).min(limit.saturating_add(1)).max(filled + 1), 0);
                 }
                 let n = match stream.read(&mut buf[filled..]).await {
                     Ok(0) | Err(_) => return,
@@ -136,6 +164,16 @@ impl Connection {
                 };
                 filled += n;
                 CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
+                let pending = filled - parser.consumed();
+                if pending as u64 > self.core.config().client_query_buffer_limit {
+                    self.update_registry(pending, buf.len() - filled, 0);
+                    let bytes = repr(&buf[parser.consumed()..filled.min(parser.consumed() + 64)]);
+                    log::warning(&format!(
+                        "Closing client that reached max query buffer length: {} (qbuf initial bytes: {bytes})",
+                        self.client_line()
+                    ));
+                    return;
+                }
             }
             read_first = true;
             self.now = self.core.now_ms();
@@ -158,8 +196,11 @@ impl Connection {
                         if self.state.close || self.state.sync.is_some() {
                             break;
                         }
-                        if self.pipeline.out.len() >= OUTPUT_HIGH_WATER && !self.send_replies(stream).await {
-                            return;
+                        if self.pipeline.out.len() >= OUTPUT_HIGH_WATER {
+                            self.update_registry(filled - parser.consumed(), buf.len() - filled, 0);
+                            if !self.send_replies(stream).await {
+                                return;
+                            }
                         }
                     }
                     Parsed::Incomplete => break,
@@ -191,43 +232,118 @@ impl Connection {
             filled -= consumed;
             parser.shift(consumed);
             if let Some(wait) = blocked {
-                self.update_registry(filled);
+                self.update_registry(filled, buf.len() - filled, 0);
                 if !blocking::wait(self, wait, stream, &mut buf, &mut filled).await {
                     return;
                 }
                 read_first = false;
                 continue;
             }
-            if filled == 0 && buf.len() > 4 * READ_CHUNK {
-                buf = vec![0u8; READ_CHUNK];
-            }
-            self.update_registry(filled);
+            self.update_registry(filled, buf.len() - filled, stream.pending_output());
         }
     }
 
-    /// Waits for this batch's remote replies and sends every reply so far
-    /// with one write. False when the client is gone.
+    /// Waits for this batch's remote replies and sends every reply so far,
+    /// a round of remote replies at a time (`Pipeline::flush_some`): an
+    /// owner that stopped at its reply cap is asked for the rest only once
+    /// what came is queued, and a queue past the ring's high-water mark
+    /// holds the connection here. False when the client is gone or went
+    /// over its output buffer limit.
     async fn send_replies(&mut self, stream: &mut ClientStream) -> bool {
-        self.pipeline.flush(&self.core).await;
-        durable(&self.core).await;
-        if self.pipeline.out.is_empty() {
-            return true;
+        loop {
+            let more = self.pipeline.flush_some(&self.core).await;
+            durable(&self.core).await;
+            if !self.pipeline.out.is_empty() && !self.write_out(stream).await {
+                return false;
+            }
+            if !more {
+                return true;
+            }
         }
-        if stream.write_all(&self.pipeline.out).await.is_err() {
-            return false;
+    }
+
+    /// Queues `pipeline.out` on the socket, under the output buffer limit.
+    async fn write_out(&mut self, stream: &mut ClientStream) -> bool {
+        let len = self.pipeline.out.len();
+        loop {
+            let held = self.pipeline.held_bytes() + stream.pending_output();
+            let Some(soft_deadline) = self.output_limit_check(held) else {
+                return false;
+            };
+            if held > len {
+                // CLIENT LIST shows what a lagging reader holds.
+                self.set_registry_omem(held);
+            }
+            let written = match soft_deadline {
+                None => Some(stream.write_all(&self.pipeline.out).await),
+                Some(at) => {
+                    let write = async { Some(stream.write_all(&self.pipeline.out).await) };
+                    let timer = async {
+                        glommio::timer::sleep(at.saturating_duration_since(Instant::now())).await;
+                        None
+                    };
+                    futures_lite::future::or(write, timer).await
+                }
+            };
+            match written {
+                Some(Ok(())) => break,
+                Some(Err(_)) => return false,
+                // Over the soft limit all that time: checked again.
+                None => continue,
+            }
         }
-        CoreStats::add(&self.core.stats.net_output_bytes, self.pipeline.out.len() as u64);
+        self.set_registry_omem(stream.pending_output());
+        CoreStats::add(&self.core.stats.net_output_bytes, len as u64);
         self.pipeline.out.clear();
         if self.pipeline.out.capacity() > OUTPUT_HIGH_WATER {
-            self.pipeline.out = Vec::with_capacity(READ_CHUNK);
+            self.pipeline.out = Vec::new();
         }
         true
+    }
+
+    /// `client-output-buffer-limit normal` (Redis's checkClientOutputBufferLimits)
+    /// for `held` bytes of output: `None` when the client is to be closed
+    /// (logged as Redis does), else when a soft limit would be passed for
+    /// long enough if the output stays.
+    fn output_limit_check(&mut self, held: usize) -> Option<Option<Instant>> {
+        let limit = self.core.config().client_output_buffer_limit.normal;
+        let held = held as u64;
+        let now = Instant::now();
+        let hard = limit.hard > 0 && held >= limit.hard;
+        let mut soft = false;
+        if limit.soft > 0 && held >= limit.soft {
+            let since = *self.pipeline.soft_limit_since.get_or_insert(now);
+            soft = now.duration_since(since).as_secs() > limit.soft_seconds;
+        } else {
+            self.pipeline.soft_limit_since = None;
+        }
+        if hard || soft {
+            self.set_registry_omem(held as usize);
+            log::warning(&format!(
+                "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
+                self.client_line()
+            ));
+            return None;
+        }
+        Some(self.pipeline.soft_limit_since.map(|since| since + Duration::from_secs(limit.soft_seconds + 1)))
+    }
+
+    /// This connection's CLIENT LIST line, for log lines.
+    fn client_line(&self) -> String {
+        let clients = self.core.clients.borrow();
+        clients.list.get(self.state.registry_key).map_or_else(String::new, |c| c.line(Instant::now()))
+    }
+
+    fn set_registry_omem(&self, omem: usize) {
+        if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
+            c.omem = omem;
+        }
     }
 
     /// SYNC/PSYNC: from here on the socket carries the replication stream.
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
         // CLIENT LIST shows it (flags=S cmd=psync) from here on.
-        self.update_registry(0);
+        self.update_registry(0, 0, 0);
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
             c.replica = true;
         }
@@ -243,7 +359,7 @@ impl Connection {
         serve_replica(&self.core, stream, peer, request, input).await
     }
 
-    fn update_registry(&self, qbuf: usize) {
+    fn update_registry(&self, qbuf: usize, qbuf_free: usize, omem: usize) {
         let mut clients = self.core.clients.borrow_mut();
         if let Some(c) = clients.list.get_mut(self.state.registry_key) {
             c.last_active = self.core.now_instant();
@@ -251,7 +367,31 @@ impl Connection {
             c.db = self.state.db;
             c.resp = if self.state.resp3 { 3 } else { 2 };
             c.qbuf = qbuf;
+            c.qbuf_free = qbuf_free;
+            c.omem = omem;
             c.multi = self.state.multi.as_ref().map_or((-1, 0), |q| q.size());
         }
     }
+}
+
+/// Bytes as Redis's sdscatrepr shows them in log lines.
+fn repr(bytes: &[u8]) -> String {
+    let mut s = String::from("\"");
+    for &b in bytes {
+        match b {
+            b'\\' | b'"' => {
+                s.push('\\');
+                s.push(b as char);
+            }
+            b'\n' => s.push_str("\\n"),
+            b'\r' => s.push_str("\\r"),
+            b'\t' => s.push_str("\\t"),
+            7 => s.push_str("\\a"),
+            8 => s.push_str("\\b"),
+            b if b.is_ascii_graphic() || b == b' ' => s.push(b as char),
+            b => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('"');
+    s
 }

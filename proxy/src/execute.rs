@@ -4,7 +4,7 @@
 
 use crate::coordinator::locks::blocked;
 use crate::core::Core;
-use crate::mesh::{Batch, BatchReply};
+use crate::mesh::{Batch, BatchReply, REPLY_CAP};
 use shard::commands::{execute, Ctx};
 use shard::{Args, CommandSpec, Reply};
 
@@ -22,18 +22,24 @@ impl Core {
         }
     }
 
-    /// Runs a batch sent by another core, from its op `reply.ends.len()` on.
+    /// Runs a batch sent by another core, from its op `reply.next_op()` on.
     /// Returns false when it stopped at an op whose keys a coordinator unit
-    /// holds: the caller waits for a release and calls again.
+    /// holds: the caller waits for a release and calls again. Outside a
+    /// unit it also stops (returning true) once the replies pass
+    /// `REPLY_CAP`; `reply.next_op()` then says where.
     pub fn execute_batch(&self, batch: &Batch, reply: &mut BatchReply) -> bool {
         let locks = self.locks.borrow();
         let mut shard = self.shard.borrow_mut();
-        if reply.ends.is_empty() {
+        if reply.ends.is_empty() && batch.first == 0 {
             shard.stats.remote_batches += 1;
         }
         let now = shard::unix_ms();
         let mut done = true;
-        for op in &batch.ops[reply.ends.len()..] {
+        let capped = batch.unit.is_none();
+        for op in &batch.ops[reply.next_op()..] {
+            if capped && reply.data.len() >= REPLY_CAP {
+                break;
+            }
             let args = batch.args(op);
             if !locks.is_idle() && blocked(&locks, op.spec, op.db as usize, &args, batch.unit) {
                 done = false;

@@ -45,7 +45,16 @@ pub struct Batch {
     /// the last shard of a unit is locked by its first batch, saving a
     /// round trip.
     pub lock: Option<(Vec<DbKey>, bool)>,
+    /// The first op still to run: a batch the owner cut short at
+    /// [`REPLY_CAP`] comes back and is sent again from here.
+    pub first: u32,
 }
+
+/// Encoded replies past which the owner stops running a batch (outside a
+/// unit) and answers with what it has and the rest of the batch: the
+/// connection sends those replies and asks for more only once its output
+/// has drained, so remote replies never pile up for a slow reader.
+pub const REPLY_CAP: usize = 256 * 1024;
 
 impl Batch {
     /// Appends a command; returns its index in the batch.
@@ -76,22 +85,41 @@ impl Batch {
     }
 }
 
-/// The encoded replies of a batch, in op order.
+/// The encoded replies of a batch's ops `first..first + ends.len()`.
 #[derive(Default)]
 pub struct BatchReply {
     pub data: Vec<u8>,
     pub ends: Vec<u32>,
+    pub first: u32,
+    /// The batch, when the owner stopped at [`REPLY_CAP`] before its end.
+    pub rest: Option<Batch>,
 }
 
 impl BatchReply {
     pub fn for_batch(batch: &Batch) -> BatchReply {
-        BatchReply { data: Vec::with_capacity(64 * batch.ops.len()), ends: Vec::with_capacity(batch.ops.len()) }
+        let ops = batch.ops.len() - batch.first as usize;
+        BatchReply {
+            data: Vec::with_capacity((64 * ops).min(REPLY_CAP)),
+            ends: Vec::with_capacity(ops),
+            first: batch.first,
+            rest: None,
+        }
+    }
+
+    /// Whether op `op` of the batch is answered here.
+    pub fn holds(&self, op: u32) -> bool {
+        op >= self.first && ((op - self.first) as usize) < self.ends.len()
     }
 
     pub fn get(&self, op: u32) -> &[u8] {
-        let i = op as usize;
+        let i = (op - self.first) as usize;
         let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
         &self.data[start..self.ends[i] as usize]
+    }
+
+    /// The next op to run: the batch's end once done.
+    pub fn next_op(&self) -> usize {
+        self.first as usize + self.ends.len()
     }
 }
 

@@ -37,12 +37,24 @@ pub struct Pipeline {
     pieces: Vec<(u16, Piece)>,
     key_shards: Vec<u16>,
     outgoing: Vec<Batch>,
+    /// While a flush is under way (`flush_some`): the bytes `Part::Bytes`
+    /// and `Piece::Local` point at, the next part to move into `out`, the
+    /// latest reply from each shard and the rest of its batch still to run.
+    held: Vec<u8>,
+    next_part: usize,
+    replies: Vec<Option<BatchReply>>,
+    rests: Vec<Option<Batch>>,
+    /// The shards whose rest the next round sends.
+    stalled: Vec<u16>,
     ranges: Vec<(u32, u32)>,
     /// The coordinator unit the connection is running, if any: its batches
     /// pass its own locks.
     pub unit: Option<UnitId>,
     /// The unit's last shard, still to be locked by its first batch there.
     pub lock_with: Option<LastShard>,
+    /// Since when the output has been over `client-output-buffer-limit`'s
+    /// soft limit.
+    pub soft_limit_since: Option<std::time::Instant>,
 }
 
 const SHARD_LOST: &[u8] = b"-ERR shard unavailable (server shutting down)\r\n";
@@ -50,8 +62,13 @@ const SHARD_LOST: &[u8] = b"-ERR shard unavailable (server shutting down)\r\n";
 impl Pipeline {
     pub fn new(shards: usize) -> Self {
         Pipeline {
-            out: Vec::with_capacity(16 * 1024),
+            out: Vec::new(),
             parts_from: None,
+            held: Vec::new(),
+            next_part: 0,
+            replies: Vec::new(),
+            rests: Vec::new(),
+            stalled: Vec::new(),
             parts: Vec::new(),
             pieces: Vec::new(),
             key_shards: Vec::new(),
@@ -59,6 +76,7 @@ impl Pipeline {
             ranges: Vec::new(),
             unit: None,
             lock_with: None,
+            soft_limit_since: None,
         }
     }
 
@@ -136,53 +154,103 @@ impl Pipeline {
     /// Sends the batches, waits for every remote reply and puts all replies
     /// in order into `out`.
     pub async fn flush(&mut self, core: &Rc<Core>) {
-        let Some(from) = self.parts_from.take() else {
-            return;
+        while self.flush_some(core).await {}
+    }
+
+    /// One round of [`flush`](Self::flush): sends what is still to run,
+    /// then moves into `out` the replies, in order, up to the first one an
+    /// owner has not run yet (it stopped at `REPLY_CAP`). True when more
+    /// remain: the caller sends `out` first, then calls again, so a slow
+    /// reader holds back the owners instead of piling up their replies.
+    pub async fn flush_some(&mut self, core: &Rc<Core>) -> bool {
+        let Some(from) = self.parts_from else {
+            return false;
         };
+        let first_round = self.replies.is_empty();
         let mut tickets = Vec::new();
         for shard in 0..self.outgoing.len() {
-            if !self.outgoing[shard].is_empty() {
-                let mut batch = std::mem::take(&mut self.outgoing[shard]);
+            let batch = if first_round {
+                (!self.outgoing[shard].is_empty()).then(|| std::mem::take(&mut self.outgoing[shard]))
+            } else {
+                // Only a shard whose replies are all used: resending
+                // replaces its reply.
+                self.stalled.contains(&(shard as u16)).then(|| self.rests[shard].take()).flatten()
+            };
+            let Some(mut batch) = batch else { continue };
+            if first_round {
                 batch.unit = self.unit;
                 if self.lock_with.as_ref().is_some_and(|(s, ..)| *s == shard) {
                     batch.lock = self.lock_with.take().map(|(_, keys, whole)| (keys, whole));
                 }
                 CoreStats::add(&core.stats.hops_sent, 1);
                 CoreStats::add(&core.stats.remote_commands, batch.ops.len() as u64);
-                tickets.push((shard, core.mesh.send(shard, Request::Batch(batch)).await));
             }
+            tickets.push((shard, core.mesh.send(shard, Request::Batch(batch)).await));
         }
-        let mut replies: Vec<Option<BatchReply>> = (0..self.outgoing.len()).map(|_| None).collect();
+        if first_round {
+            self.held = std::mem::take(&mut self.out);
+            self.out.extend_from_slice(&self.held[..from]);
+            self.replies.resize_with(self.outgoing.len(), || None);
+            self.rests.resize_with(self.outgoing.len(), || None);
+        }
+        self.stalled.clear();
         for (shard, ticket) in tickets {
-            if let Response::Batch(r) = ticket.await {
-                replies[shard] = Some(r);
-            }
+            self.replies[shard] = match ticket.await {
+                Response::Batch(mut r) => {
+                    self.rests[shard] = r.rest.take();
+                    Some(r)
+                }
+                _ => None,
+            };
         }
-        let remote_len: usize = replies.iter().flatten().map(|r| r.data.len()).sum();
-        let mut fin = Vec::with_capacity(self.out.len() + remote_len);
-        fin.extend_from_slice(&self.out[..from]);
+        let (held, replies, rests) = (&self.held, &self.replies, &self.rests);
+        // A piece still to run: its shard's reply stops before it.
+        let later = |p: Piece| {
+            matches!(p, Piece::Remote(s, op) if rests[s as usize].is_some()
+            && !replies[s as usize].as_ref().is_some_and(|r| r.holds(op)))
+        };
         let resolve = |p: Piece| -> &[u8] {
             match p {
-                Piece::Local(a, b) => &self.out[a as usize..b as usize],
+                Piece::Local(a, b) => &held[a as usize..b as usize],
                 Piece::Remote(s, op) => replies[s as usize].as_ref().map_or(SHARD_LOST, |r| r.get(op)),
             }
         };
-        for part in &self.parts {
+        while let Some(part) = self.parts.get(self.next_part) {
             match *part {
-                Part::Bytes(a, b) => fin.extend_from_slice(&self.out[a as usize..b as usize]),
-                Part::One(p) => fin.extend_from_slice(resolve(p)),
+                Part::Bytes(a, b) => self.out.extend_from_slice(&held[a as usize..b as usize]),
+                Part::One(Piece::Remote(s, op)) if later(Piece::Remote(s, op)) => {
+                    self.stalled.push(s);
+                    return true;
+                }
+                Part::One(p) => self.out.extend_from_slice(resolve(p)),
                 Part::Merge { merge, pieces, keys } => {
                     let pieces = &self.pieces[pieces.0 as usize..pieces.1 as usize];
+                    if pieces.iter().any(|&(_, p)| later(p)) {
+                        self.stalled.extend(pieces.iter().filter(|&&(_, p)| later(p)).map(|&(s, _)| s));
+                        return true;
+                    }
                     let bytes: Vec<(u16, &[u8])> = pieces.iter().map(|&(s, p)| (s, resolve(p))).collect();
                     let keys = &self.key_shards[keys.0 as usize..keys.1 as usize];
-                    merge_replies(merge, &bytes, keys, &mut fin);
+                    merge_replies(merge, &bytes, keys, &mut self.out);
                 }
             }
+            self.next_part += 1;
         }
-        self.out = fin;
+        self.parts_from = None;
+        self.next_part = 0;
+        self.held = Vec::new();
+        self.replies.clear();
+        self.rests.clear();
         self.parts.clear();
         self.pieces.clear();
         self.key_shards.clear();
+        false
+    }
+
+    /// Bytes held for this connection's replies: `out`, and while a flush
+    /// is under way the local replies and remote replies not yet moved.
+    pub fn held_bytes(&self) -> usize {
+        self.out.len() + self.held.len() + self.replies.iter().flatten().map(|r| r.data.len()).sum::<usize>()
     }
 }
 

@@ -40,6 +40,24 @@ impl ClientStream {
         Self::addr(self.with_socket(|s| s.local_addr()))
     }
 
+    /// Waits until the socket has input (or hung up), without a buffer:
+    /// an idle connection holds none. False: closed. The reactor path
+    /// reads into its buffer directly.
+    pub async fn readable(&self) -> bool {
+        match self {
+            ClientStream::Reactor(_) => true,
+            ClientStream::Ring(s) => std::future::poll_fn(|cx| s.poll_readable(cx)).await,
+        }
+    }
+
+    /// Reply bytes queued and not yet sent (the ring's queue).
+    pub fn pending_output(&self) -> usize {
+        match self {
+            ClientStream::Reactor(_) => 0,
+            ClientStream::Ring(s) => s.pending_output(),
+        }
+    }
+
     pub fn set_nodelay(&self, on: bool) -> std::io::Result<()> {
         self.with_socket(|s| s.set_tcp_nodelay(on))
     }

@@ -38,6 +38,9 @@ pub struct CoreReport {
     /// Net bytes allocated by this core's thread.
     pub allocated: i64,
     pub blocked: u64,
+    /// The largest query buffer and pending output of this core's clients.
+    pub max_input_buffer: usize,
+    pub max_output_buffer: usize,
     /// This shard's AOF figures (`None` when the AOF is off).
     pub aof: Option<crate::persistence::aof::AofStats>,
     /// Writes since the last save.
@@ -82,6 +85,8 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         cpu_sys,
         allocated: (core.process.thread_allocated)(),
         blocked: core.blocked_here.get(),
+        max_input_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.qbuf + c.qbuf_free).max().unwrap_or(0),
+        max_output_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.omem).max().unwrap_or(0),
         aof: core.aof.enabled.get().then(|| core.aof.stats.borrow().clone()),
         dirty: shard.dirty,
         save_keys: shard.snapshot_progress(),
@@ -180,9 +185,11 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
     if want("clients") {
         let clients: usize = reports.iter().map(|r| r.clients).sum();
         let blocked: u64 = reports.iter().map(|r| r.blocked).sum();
+        let max_input = reports.iter().map(|r| r.max_input_buffer).max().unwrap_or(0);
+        let max_output = reports.iter().map(|r| r.max_output_buffer).max().unwrap_or(0);
         section(
             "Clients",
-            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:{blocked}\r\n", config.maxclients),
+            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{max_input}\r\nclient_recent_max_output_buffer:{max_output}\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:{blocked}\r\n", config.maxclients),
         );
     }
     if want("memory") {

@@ -5,7 +5,7 @@
 use super::locks::until;
 use super::unit::{locked_here, release_here, wait_for_release};
 use crate::core::Core;
-use crate::mesh::{BatchReply, Envelope, Request, Response};
+use crate::mesh::{Batch, BatchReply, Envelope, Request, Response};
 use crate::persistence::aof::durable::durable;
 use glommio::channels::channel_mesh::Receivers;
 use std::rc::Rc;
@@ -47,12 +47,14 @@ pub fn serve(
                                 while !me.execute_batch(&batch, &mut reply) {
                                     wait_for_release(&me).await;
                                 }
+                                reply.rest = rest_of(batch, &reply);
                                 durable(&me).await;
                                 me.deliver(peer, ticket, Response::Batch(reply));
                             })
                             .detach();
                             continue;
                         }
+                        reply.rest = rest_of(batch, &reply);
                         Response::Batch(reply)
                     }
                     Request::Call(f) => {
@@ -93,4 +95,15 @@ pub fn serve(
         .detach();
     }
     core.mesh.receive_responses(responses);
+}
+
+/// The batch, sent back to be resent from where its owner stopped, when
+/// `REPLY_CAP` cut it short.
+fn rest_of(mut batch: Batch, reply: &BatchReply) -> Option<Batch> {
+    let next = reply.next_op();
+    (next < batch.ops.len()).then(|| {
+        batch.first = next as u32;
+        batch.lock = None;
+        batch
+    })
 }

@@ -23,6 +23,27 @@ impl RingStream {
         self.ring.state.borrow().conns[self.key].fd
     }
 
+    /// Ready once there is input or the peer is gone (`false`).
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let mut st = self.ring.state.borrow_mut();
+        let c = &mut st.conns[self.key];
+        if !c.input.is_empty() {
+            return Poll::Ready(true);
+        }
+        if c.eof {
+            return Poll::Ready(false);
+        }
+        c.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Reply bytes queued or being sent.
+    pub fn pending_output(&self) -> usize {
+        let st = self.ring.state.borrow();
+        let c = &st.conns[self.key];
+        c.queued.len() + c.sending.len() - c.sent
+    }
+
     /// Copies received bytes into `buf`; `None` when there are none yet.
     fn take_input(st: &mut State, key: usize, buf: &mut [u8]) -> Option<usize> {
         let State { conns, bufs, .. } = st;
