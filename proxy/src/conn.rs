@@ -126,7 +126,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         };
         drop(view);
         conn.run(&mut stream).await;
-        transactions::forget_watches(&mut conn).await;
+        Box::pin(transactions::forget_watches(&mut conn)).await;
         core.clients.borrow_mut().list.remove(registry_key);
     }
     let _ = stream.close().await;
@@ -188,7 +188,9 @@ impl Connection {
                         let src: &[u8] = if inline { parser.inline_buf() } else { &buf[..filled] };
                         let args = Args::new(src, parser.args());
                         if let Some(deferred) = self.handle(args) {
-                            blocked = self.run_deferred(deferred, args).await;
+                            // Boxed, as every rare path here: the task's
+                            // future stays small for idle connections.
+                            blocked = Box::pin(self.run_deferred(deferred, args)).await;
                             if blocked.is_some() {
                                 break;
                             }
@@ -225,7 +227,7 @@ impl Connection {
             }
             if let Some(request) = self.state.sync.take() {
                 let input = buf[parser.consumed()..filled].to_vec();
-                return self.become_replica_link(stream, request, input).await;
+                return Box::pin(self.become_replica_link(stream, request, input)).await;
             }
             let consumed = parser.consumed();
             buf.copy_within(consumed..filled, 0);
@@ -233,7 +235,7 @@ impl Connection {
             parser.shift(consumed);
             if let Some(wait) = blocked {
                 self.update_registry(filled, buf.len() - filled, 0);
-                if !blocking::wait(self, wait, stream, &mut buf, &mut filled).await {
+                if !Box::pin(blocking::wait(self, wait, stream, &mut buf, &mut filled)).await {
                     return;
                 }
                 read_first = false;
@@ -251,7 +253,9 @@ impl Connection {
     /// over its output buffer limit.
     async fn send_replies(&mut self, stream: &mut ClientStream) -> bool {
         loop {
-            let more = self.pipeline.flush_some(&self.core).await;
+            // Boxed (only batches with remote commands, which allocate
+            // anyway): an idle connection's task does not carry its state.
+            let more = self.pipeline.has_remote() && Box::pin(self.pipeline.flush_some(&self.core)).await;
             durable(&self.core).await;
             if !self.pipeline.out.is_empty() && !self.write_out(stream).await {
                 return false;

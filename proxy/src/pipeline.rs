@@ -247,6 +247,11 @@ impl Pipeline {
         false
     }
 
+    /// Some replies of this batch come from other cores.
+    pub fn has_remote(&self) -> bool {
+        self.parts_from.is_some()
+    }
+
     /// Bytes held for this connection's replies: `out`, and while a flush
     /// is under way the local replies and remote replies not yet moved.
     pub fn held_bytes(&self) -> usize {

@@ -255,7 +255,8 @@ async fn run_ring(
     let serving = core.clone();
     ring.on_accept(move |stream, tag| {
         let port = if tag == Port::Node as usize { Port::Node } else { Port::Client };
-        glommio::spawn_local(conn::serve(serving.clone(), ClientStream::Ring(stream), port)).detach();
+        let fut = conn::serve(serving.clone(), ClientStream::Ring(stream), port);
+        glommio::spawn_local(fut).detach();
     });
     let clocked = core.clone();
     ring.on_turn(move |busy| clocked.turn_clock.set(busy.then(|| (shard::unix_ms(), Instant::now()))));
