@@ -5,6 +5,7 @@
 mod alloc;
 mod cli;
 mod cpus;
+mod limits;
 mod topology;
 mod uring;
 
@@ -184,7 +185,7 @@ fn cluster_view(config: &Config, shards: usize, port: u16) -> Result<ClusterView
 }
 
 fn run(cli: Box<cli::Cli>) -> Result<(), String> {
-    let config = cli.config;
+    let mut config = cli.config;
     uring::probe()?;
     let cpus = shard_cpus(&config)?;
     let listen = listen_addresses(&config)?;
@@ -196,6 +197,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         cpus.len(),
         if cpus.len() == 1 { "" } else { "s" }
     ));
+    limits::adjust_open_files_limit(&mut config);
     check_tcp_backlog(config.tcp_backlog);
     let port = listen.first().map_or(config.port, |a| a.port());
     let cluster = cluster_view(&config, shards, port)?;

@@ -11,6 +11,7 @@ pub mod conn;
 pub mod coordinator;
 pub mod core;
 pub mod execute;
+pub mod fd_shed;
 pub mod log;
 pub mod mesh;
 pub mod persistence;

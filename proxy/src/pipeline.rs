@@ -36,7 +36,10 @@ pub struct Pipeline {
     parts: Vec<Part>,
     pieces: Vec<(u16, Piece)>,
     key_shards: Vec<u16>,
+    /// One batch per shard, allocated with the connection's first remote
+    /// command (an idle connection that never had one holds none).
     outgoing: Vec<Batch>,
+    shards: u16,
     /// While a flush is under way (`flush_some`): the bytes `Part::Bytes`
     /// and `Piece::Local` point at, the next part to move into `out`, the
     /// latest reply from each shard and the rest of its batch still to run.
@@ -72,7 +75,8 @@ impl Pipeline {
             parts: Vec::new(),
             pieces: Vec::new(),
             key_shards: Vec::new(),
-            outgoing: (0..shards).map(|_| Batch::default()).collect(),
+            outgoing: Vec::new(),
+            shards: shards as u16,
             ranges: Vec::new(),
             unit: None,
             lock_with: None,
@@ -88,6 +92,13 @@ impl Pipeline {
         if self.parts_from.is_some() {
             self.parts.push(Part::Bytes(start as u32, self.out.len() as u32));
         }
+    }
+
+    fn batch(&mut self, shard: usize) -> &mut Batch {
+        if self.outgoing.is_empty() {
+            self.outgoing.resize_with(self.shards as usize, Batch::default);
+        }
+        &mut self.outgoing[shard]
     }
 
     fn enter_parts(&mut self) {
@@ -106,7 +117,7 @@ impl Pipeline {
         args: impl Iterator<Item = &'a [u8]>,
     ) {
         self.enter_parts();
-        let op = self.outgoing[shard].push(spec, db, resp3, args);
+        let op = self.batch(shard).push(spec, db, resp3, args);
         self.parts.push(Part::One(Piece::Remote(shard as u16, op)));
     }
 
@@ -138,7 +149,7 @@ impl Pipeline {
                 Piece::Local(start, self.out.len() as u32)
             } else {
                 let parts = std::iter::once(args.get(0)).chain(indexes.iter().map(|&i| args.get(i)));
-                Piece::Remote(*shard as u16, self.outgoing[*shard].push(spec, db, resp3, parts))
+                Piece::Remote(*shard as u16, self.batch(*shard).push(spec, db, resp3, parts))
             };
             self.pieces.push((*shard as u16, piece));
         }
@@ -190,8 +201,8 @@ impl Pipeline {
         if first_round {
             self.held = std::mem::take(&mut self.out);
             self.out.extend_from_slice(&self.held[..from]);
-            self.replies.resize_with(self.outgoing.len(), || None);
-            self.rests.resize_with(self.outgoing.len(), || None);
+            self.replies.resize_with(self.shards as usize, || None);
+            self.rests.resize_with(self.shards as usize, || None);
         }
         self.stalled.clear();
         for (shard, ticket) in tickets {

@@ -7,6 +7,7 @@ use crate::cluster::ClusterView;
 use crate::conn;
 use crate::coordinator::serve::serve;
 use crate::core::{Core, Process};
+use crate::fd_shed;
 use crate::log;
 use crate::mesh::{Mesh, RequestMesh, ResponseMesh};
 use crate::persistence::{self, load::Dump};
@@ -70,7 +71,7 @@ fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<(Ra
 
 /// Accepts until shutdown, when [`stop_listening`] makes the pending accept
 /// fail; the listener is closed as the loop returns.
-async fn accept_loop(core: Rc<Core>, listener: TcpListener, port: Port) {
+async fn accept_loop(core: Rc<Core>, listener: TcpListener, listener_fd: RawFd, port: Port) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -81,7 +82,12 @@ async fn accept_loop(core: Rc<Core>, listener: TcpListener, port: Port) {
             }
             Err(_) if core.process.shutting_down() => return,
             Err(e) => {
-                log::warning(&format!("Accepting client connection: {e}"));
+                let e = std::io::Error::from(e);
+                if e.raw_os_error().is_some_and(fd_shed::exhausted) {
+                    fd_shed::shed(listener_fd, &e);
+                } else {
+                    log::warning(&format!("Accepting client connection: {e}"));
+                }
                 glommio::timer::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -154,6 +160,7 @@ fn close_idle_clients(core: &Core, timeout: Duration) {
 /// `listening` is called once every client socket of this core is bound.
 pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Result<()> {
     let (mesh, requests, responses) = Mesh::join(setup.index, setup.requests, setup.responses).await;
+    fd_shed::reserve();
     let backlog = setup.config.tcp_backlog as i32;
     let node_port = setup.cluster.shard_port(setup.index);
     let shard = Shard::new(setup.index, setup.count, setup.config);
@@ -206,12 +213,12 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     let mut accepting = Vec::new();
     for addr in &setup.listen {
         let (fd, client) = listener(*addr, backlog, true)?;
-        accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), client, Port::Client)).detach()));
+        accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), client, fd, Port::Client)).detach()));
         // Per-core mode: this shard's own node port, on this core only, so
         // a cluster client reaches the owning core with no hop.
         if let Some(port) = node_port {
             let (fd, node) = listener(SocketAddr::new(addr.ip(), port), backlog, false)?;
-            accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), node, Port::Node)).detach()));
+            accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), node, fd, Port::Node)).detach()));
         }
     }
     listening();

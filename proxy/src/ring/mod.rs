@@ -19,6 +19,7 @@ pub mod stream;
 #[cfg(test)]
 mod tests;
 
+use crate::fd_shed;
 use crate::log;
 use bufring::BufRing;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
@@ -64,6 +65,9 @@ impl Default for RingConfig {
 /// poll (timers, the mesh): the reactor costs syscalls of its own, so it
 /// runs once per this many turns while clients keep the ring busy.
 const TURNS_PER_REACTOR_POLL: u32 = 8;
+
+/// Send buffer capacity a connection keeps once its output is all sent.
+const IDLE_SEND_BUFFER: usize = 16 * 1024;
 
 const ACCEPT: u64 = 1;
 const RECV: u64 = 2;
@@ -458,6 +462,8 @@ impl Ring {
                 let tag = st.listeners[index].tag;
                 st.accepted.push((key, tag));
             }
+        } else if !st.stopping && fd_shed::exhausted(-res) {
+            fd_shed::shed(st.listeners[index].fd.as_raw_fd(), &std::io::Error::from_raw_os_error(-res));
         } else if !st.stopping && res != -libc::ECANCELED {
             log::warning(&format!("Accepting client connection: {}", std::io::Error::from_raw_os_error(-res)));
         }
@@ -531,7 +537,11 @@ impl Ring {
             }
             c.sending.clear();
             c.sent = 0;
-            if c.sending.capacity() > self.config.write_high_water {
+            // A large buffer is not kept by a connection that has
+            // nothing more to send.
+            if c.sending.capacity() > self.config.write_high_water
+                || (c.queued.is_empty() && c.sending.capacity() > IDLE_SEND_BUFFER)
+            {
                 c.sending = Vec::new();
             }
             if !c.queued.is_empty() {
