@@ -1,25 +1,16 @@
 //! The global allocator: mimalloc, counting the bytes each thread has
-//! allocated (usable sizes, as Redis's zmalloc counts them). A per-thread
-//! counter costs one thread-local add per allocation and no shared memory;
-//! INFO adds up every shard's counter. A block freed on another thread than
-//! the one that allocated it moves bytes between counters, so only the sum
-//! is meaningful.
+//! allocated (usable sizes, as Redis's zmalloc counts them) in
+//! `shard::memory`'s per-thread slots: one thread-local read and one
+//! uncontended store per allocation. Every core reads the process total
+//! from there (maxmemory, INFO). A block freed on another thread than the
+//! one that allocated it moves bytes between slots, so only the sum is
+//! exact.
 
 use mimalloc::MiMalloc;
+use shard::memory::account;
 use std::alloc::{GlobalAlloc, Layout};
-use std::cell::Cell;
 
 pub struct CountingAlloc;
-
-thread_local! {
-    static ALLOCATED: Cell<i64> = const { Cell::new(0) };
-}
-
-#[inline]
-fn account(delta: i64) {
-    // try_with: the counter may already be gone while the thread exits.
-    let _ = ALLOCATED.try_with(|c| c.set(c.get() + delta));
-}
 
 #[inline]
 fn usable(ptr: *mut u8) -> i64 {
@@ -67,5 +58,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Bytes allocated (net) by the calling thread.
 pub fn thread_allocated() -> i64 {
-    ALLOCATED.with(Cell::get)
+    shard::memory::thread_used()
+}
+
+/// Returns the calling thread's free pages to the OS now (mimalloc purges
+/// lazily, on a later allocation or free of the same thread: an idle core
+/// would keep them). Must run on each thread that owns pages.
+pub fn return_freed_memory() {
+    // SAFETY: plain call into mimalloc for the calling thread's heap.
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }

@@ -103,7 +103,18 @@ fn memory() -> MemoryInfo {
             &mut faults,
         );
     }
-    MemoryInfo { rss: rss as u64, peak_rss: peak_rss as u64, allocator: "mimalloc".into() }
+    // mimalloc's "current" RSS on Linux is the peak (getrusage); the
+    // kernel's resident pages say what was returned.
+    let rss = current_rss().unwrap_or(rss as u64);
+    MemoryInfo { rss, peak_rss: peak_rss as u64, allocator: "mimalloc".into() }
+}
+
+/// Resident bytes from /proc/self/statm (its second field, in pages).
+fn current_rss() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf reads a constant.
+    Some(pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
 }
 
 /// Shard → CPU: every shard pinned, wrapping when there are more shards than
@@ -201,6 +212,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     check_tcp_backlog(config.tcp_backlog);
     let port = listen.first().map_or(config.port, |a| a.port());
     let cluster = cluster_view(&config, shards, port)?;
+    shard::memory::set_return_hook(alloc::return_freed_memory);
     let process = Arc::new(Process {
         shutdown: Default::default(),
         reload_requested: Default::default(),

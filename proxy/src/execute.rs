@@ -5,6 +5,7 @@
 use crate::coordinator::locks::blocked;
 use crate::core::Core;
 use crate::mesh::{Batch, BatchReply, REPLY_CAP};
+use shard::commands::flags::WRITE;
 use shard::commands::{execute, Ctx};
 use shard::{Args, CommandSpec, Reply};
 
@@ -13,6 +14,10 @@ impl Core {
     #[inline]
     pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
         let mut shard = self.shard.borrow_mut();
+        // maxmemory: evict before a write, never inside a unit's keys.
+        if spec.has_flag(WRITE) && self.locks.borrow().is_idle() {
+            shard.make_room(now);
+        }
         let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
         execute(spec, &mut shard, &mut ctx, args);
         let ready = !shard.ready.is_empty();
@@ -34,6 +39,9 @@ impl Core {
             shard.stats.remote_batches += 1;
         }
         let now = shard::unix_ms();
+        if locks.is_idle() && batch.ops.iter().any(|op| op.spec.has_flag(WRITE)) {
+            shard.make_room(now);
+        }
         let mut done = true;
         let capped = batch.unit.is_none();
         for op in &batch.ops[reply.next_op()..] {
@@ -52,5 +60,21 @@ impl Core {
         drop((shard, locks));
         self.serve_ready();
         done
+    }
+
+    /// maxmemory's refusal state for a `denyoom` command arriving here:
+    /// over the limit after this core's shard evicted what it could, with
+    /// noeviction or a shard that has nothing left to evict. A replica
+    /// never refuses (its primary's writes decide).
+    pub fn out_of_memory(&self) -> bool {
+        let mut shard = self.shard.borrow_mut();
+        let (max, policy) = (shard.config.maxmemory, shard.config.maxmemory_policy);
+        if max == 0 || shard::memory::used() <= max || self.repl.replica.mode.get() != 0 {
+            return false;
+        }
+        if self.locks.borrow().is_idle() {
+            shard.perform_evictions(shard::unix_ms());
+        }
+        shard::memory::out_of_memory(max, policy == shard::evict::Policy::NoEviction)
     }
 }

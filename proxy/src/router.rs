@@ -102,6 +102,16 @@ impl Connection {
         }
     }
 
+    /// maxmemory (Redis's processCommand): a `denyoom` command, or anything
+    /// queued in MULTI, is refused while used memory is over the limit and
+    /// eviction cannot bring it back (EXEC: `transactions::exec_begin`).
+    /// This core's shard evicts first, as Redis does before every command.
+    pub(crate) fn out_of_memory(&self, spec: &shard::CommandSpec) -> bool {
+        let deny = spec.has_flag(flags::DENYOOM)
+            || (self.state.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset"));
+        deny && !self.state.master && self.core.out_of_memory()
+    }
+
     /// Routes one command. Returns the work that must wait for earlier
     /// replies (multi-phase and server-wide commands).
     pub(crate) fn handle(&mut self, args: Args) -> Option<Deferred> {
@@ -144,6 +154,10 @@ impl Connection {
         self.last_cmd = spec.name;
         if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) {
             self.reject(NOAUTH);
+            return None;
+        }
+        if self.out_of_memory(spec) {
+            self.reject(shard::reply::errors::OOM);
             return None;
         }
         // Redis refuses writes (and PING) after a failed BGSAVE, or while

@@ -119,12 +119,27 @@ async fn cron(core: Rc<Core>) {
             persistence::cron(&core).await;
         }
         core.shard.borrow_mut().active_expire(shard::unix_ms());
+        memory_cron(&core);
         let commands = core.stats.commands.get();
         core.stats.ops_samples.borrow_mut().sample(commands, Instant::now());
         let timeout = core.config().timeout;
         if timeout > 0 {
             close_idle_clients(&core, Duration::from_secs(timeout));
         }
+    }
+}
+
+/// maxmemory: eviction that stopped at its time limit goes on; after a large
+/// fall of used memory (DEL of a big value, FLUSHALL) this core's free pages
+/// go back to the OS without waiting for traffic.
+fn memory_cron(core: &Core) {
+    shard::memory::mark_startup();
+    let mut shard = core.shard.borrow_mut();
+    if shard.config.maxmemory > 0 && core.locks.borrow().is_idle() {
+        shard.perform_evictions(shard::unix_ms());
+    }
+    if shard.memory_returned(8 << 20) {
+        shard::memory::return_to_os();
     }
 }
 

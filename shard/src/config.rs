@@ -100,6 +100,14 @@ pub struct Config {
     pub replica_output_buffer_block_size: u64,
     /// `client-output-buffer-limit`: hard, soft, soft seconds per class.
     pub client_output_buffer_limit: OutputBufferLimits,
+    /// Used-memory limit in bytes (0: none) and what goes when it is
+    /// reached (shard/src/evict.rs).
+    pub maxmemory: u64,
+    pub maxmemory_policy: crate::evict::Policy,
+    pub maxmemory_samples: u64,
+    pub maxmemory_eviction_tenacity: u64,
+    pub lfu_log_factor: u64,
+    pub lfu_decay_time: u64,
 }
 
 /// Codec of the replica output buffer's blocks.
@@ -288,6 +296,12 @@ impl Default for Config {
             replica_output_buffer_compression_level: 0,
             replica_output_buffer_block_size: 16 << 10,
             client_output_buffer_limit: OutputBufferLimits::default(),
+            maxmemory: 0,
+            maxmemory_policy: crate::evict::Policy::NoEviction,
+            maxmemory_samples: 5,
+            maxmemory_eviction_tenacity: 10,
+            lfu_log_factor: 10,
+            lfu_decay_time: 1,
         }
     }
 }
@@ -585,6 +599,22 @@ pub static PARAMS: &[Param] = &[
     param!("client-output-buffer-limit", true, |c| c.client_output_buffer_limit.show(), |c, v| c
         .client_output_buffer_limit
         .set(v)?),
+    // Eviction (shard/src/evict.rs), Redis's names, ranges and defaults.
+    param!("maxmemory", true, |c| c.maxmemory.to_string(), |c, v| c.maxmemory = memory_in(v, 0)?),
+    param!("maxmemory-policy", true, |c| c.maxmemory_policy.name().into(), |c, v| {
+        c.maxmemory_policy = crate::evict::Policy::parse(one(v)?).ok_or_else(|| {
+            format!("argument(s) must be one of the following: {}", crate::evict::Policy::NAMES.join(", "))
+        })?
+    }),
+    param!("maxmemory-samples", true, |c| c.maxmemory_samples.to_string(), |c, v| c.maxmemory_samples =
+        int_in(v, 1, i32::MAX as i64)? as u64),
+    param!("maxmemory-eviction-tenacity", true, |c| c.maxmemory_eviction_tenacity.to_string(), |c, v| c
+        .maxmemory_eviction_tenacity =
+        int_in(v, 0, 100)? as u64),
+    param!("lfu-log-factor", true, |c| c.lfu_log_factor.to_string(), |c, v| c.lfu_log_factor =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("lfu-decay-time", true, |c| c.lfu_decay_time.to_string(), |c, v| c.lfu_decay_time =
+        int_in(v, 0, i32::MAX as i64)? as u64),
     param!("client-ring-sqpoll", false, |c| c.client_ring_sqpoll_ms.to_string(), |c, v| c.client_ring_sqpoll_ms =
         int_in(v, 0, 60_000)? as u32),
 ];

@@ -2,6 +2,7 @@
 //! bookkeeping for expiry (lazy on access, plus an incremental sweep).
 
 use crate::bytes::CompactBytes;
+use crate::evict::{lfu_new, lfu_touch, Lfu};
 use crate::snapshot::DbSnapshot;
 use crate::table::{DashTable, Keyed};
 use crate::value::Value;
@@ -12,7 +13,9 @@ pub struct Entry {
     pub value: Value,
     /// Absolute unix time in ms; 0 means no expiry.
     expire_at: u64,
-    /// Unix time in seconds of the last access (OBJECT IDLETIME, LRU).
+    /// Unix time in seconds of the last access (OBJECT IDLETIME, LRU); under
+    /// an LFU policy Redis's LFU data instead: 16-bit minutes of the last
+    /// decrement, 8-bit logarithmic counter (evict.rs).
     access: u32,
     /// The snapshot epoch this entry was last preserved for (or inserted
     /// during): equal to the running snapshot's epoch means "already written,
@@ -33,6 +36,12 @@ impl Entry {
         (self.expire_at != 0).then_some(self.expire_at)
     }
 
+    /// The raw access field: LRU seconds or LFU data, by the policy.
+    #[inline]
+    pub fn access(&self) -> u32 {
+        self.access
+    }
+
     /// Seconds since the last access.
     pub fn idle_seconds(&self, now: u64) -> u64 {
         (now / 1000).saturating_sub(self.access as u64)
@@ -42,6 +51,11 @@ impl Entry {
     /// IDLE opcode of an RDB file).
     pub fn set_idle_seconds(&mut self, now: u64, seconds: u64) {
         self.access = (now / 1000).saturating_sub(seconds).min(u32::MAX as u64) as u32;
+    }
+
+    /// Sets the LFU counter (RESTORE FREQ under an LFU policy).
+    pub fn set_lfu(&mut self, now: u64, counter: u64) {
+        self.access = (crate::evict::lfu_new(now) & !0xff) | counter.min(255) as u32;
     }
 
     #[inline]
@@ -87,6 +101,11 @@ pub struct Db {
     /// Set while a replica runs a write (only its primary sends those):
     /// expired keys are live to it, as to Redis's master client.
     pub obey_master: bool,
+    /// Under an LFU policy: accesses count in the LFU counter instead of
+    /// stamping the LRU clock (set by `Shard::apply_config`).
+    pub(crate) lfu: Option<Lfu>,
+    /// Randomness for LFU's probabilistic increments.
+    rng: u64,
 }
 
 #[inline(always)]
@@ -143,9 +162,35 @@ impl Db {
     /// has run out is removed instead.
     #[inline]
     pub fn get(&mut self, key: &[u8], now: u64) -> Option<&mut Entry> {
+        let lfu = self.lfu;
+        let random = if lfu.is_some() { self.next_random() } else { 0 };
         let entry = self.peek(key, now)?;
-        entry.access = (now / 1000) as u32;
+        entry.access = match lfu {
+            None => (now / 1000) as u32,
+            Some(lfu) => lfu_touch(entry.access, now, lfu, random),
+        };
         Some(entry)
+    }
+
+    fn next_random(&mut self) -> u64 {
+        if self.rng == 0 {
+            self.rng = 0x9e37_79b9_7f4a_7c15 ^ crate::shard::unix_ms();
+        }
+        let x = &mut self.rng;
+        *x ^= *x >> 12;
+        *x ^= *x << 25;
+        *x ^= *x >> 27;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// The access field of a key written now: the LRU clock, or under LFU
+    /// the old counter touched once (a new key starts at LFU_INIT_VAL).
+    fn access_now(&mut self, old: Option<u32>, now: u64) -> u32 {
+        match (self.lfu, old) {
+            (None, _) => (now / 1000) as u32,
+            (Some(_), None) => lfu_new(now),
+            (Some(lfu), Some(old)) => lfu_touch(old, now, lfu, self.next_random()),
+        }
     }
 
     /// Like `get` without marking an access (TTL, TYPE, EXISTS, OBJECT).
@@ -207,6 +252,8 @@ impl Db {
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) -> &mut Entry {
         touch(&mut self.watch, key);
         let hash = self.table.hash(key);
+        let old_access = self.table.find(hash, key).map(|e| e.access);
+        let access = self.access_now(old_access, now);
         if let Some(entry) = self.table.find_mut(hash, key) {
             let entry: *mut Entry = entry;
             // SAFETY: as in `get`.
@@ -217,7 +264,7 @@ impl Db {
             let expired = entry.is_expired(if self.obey_master { 0 } else { now });
             let ttl = if ttl == Ttl::Keep && expired { Ttl::Clear } else { ttl };
             entry.value = value;
-            entry.access = (now / 1000) as u32;
+            entry.access = access;
             match ttl {
                 Ttl::Clear => entry.expire_at = 0,
                 Ttl::Keep => {}
@@ -232,7 +279,7 @@ impl Db {
         };
         self.volatile += (expire_at != 0) as usize;
         let snap = birth_epoch(&self.snap);
-        let entry = Entry { key: CompactBytes::new(key), value, expire_at, access: (now / 1000) as u32, snap };
+        let entry = Entry { key: CompactBytes::new(key), value, expire_at, access, snap };
         self.table.insert_unique(hash, entry)
     }
 

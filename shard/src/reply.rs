@@ -126,6 +126,7 @@ pub mod errors {
     pub const NO_SUCH_KEY: &str = "ERR no such key";
     pub const DB_INDEX: &str = "ERR DB index is out of range";
     pub const NOAUTH: &str = "NOAUTH Authentication required.";
+    pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
     pub const STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 }
 

@@ -32,13 +32,15 @@ pub struct Shard {
     /// `rdb_changes_since_last_save`): write commands, counted once each.
     pub dirty: u64,
     pub(crate) snapshot: crate::snapshot::SnapshotState,
-    rng: u64,
+    pub(crate) eviction: crate::evict::Eviction,
+    pub(crate) rng: u64,
 }
 
 impl Shard {
     pub fn new(index: usize, count: usize, config: Config) -> Self {
         let dbs = (0..config.databases).map(|_| Db::default()).collect();
-        Shard {
+        crate::memory::register_shard(index, count);
+        let mut shard = Shard {
             watched: Default::default(),
             ready: Vec::new(),
             index,
@@ -49,8 +51,11 @@ impl Shard {
             effects: None,
             dirty: 0,
             snapshot: Default::default(),
+            eviction: Default::default(),
             rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ unix_ms(),
-        }
+        };
+        shard.apply_config();
+        shard
     }
 
     /// xorshift64*: cheap per-shard randomness for sampling.
@@ -106,6 +111,7 @@ impl Shard {
 
     pub fn reset_stats(&mut self) {
         self.stats = Stats::default();
+        self.eviction.evicted_keys = 0;
         for db in &mut self.dbs {
             db.expired_keys = 0;
         }

@@ -329,6 +329,44 @@ impl<E: Keyed> DashTable<E> {
         Some(seg.entries.get((rnd() % seg.entries.len as u64) as u32))
     }
 
+    /// Eviction's sample (Redis's dictGetSomeKeys): from a random entry of a
+    /// random segment on, the following entries and segments, until `count`
+    /// entries passed `wanted` or `max_visits` were looked at.
+    pub fn sample(
+        &self,
+        mut rnd: impl FnMut() -> u64,
+        count: usize,
+        max_visits: usize,
+        wanted: impl Fn(&E) -> bool,
+        mut visit: impl FnMut(&E),
+    ) {
+        if self.len == 0 {
+            return;
+        }
+        let n = self.segments.len();
+        let mut s = (rnd() % n as u64) as usize;
+        let (mut taken, mut visits) = (0, 0);
+        for _ in 0..n {
+            let entries = &self.segments[s].entries;
+            let len = entries.len as u32;
+            if len > 0 {
+                let start = (rnd() % len as u64) as u32;
+                for k in 0..len {
+                    let e = entries.get((start + k) % len);
+                    visits += 1;
+                    if wanted(e) {
+                        visit(e);
+                        taken += 1;
+                    }
+                    if taken >= count || visits >= max_visits {
+                        return;
+                    }
+                }
+            }
+            s = (s + 1) % n;
+        }
+    }
+
     /// Runs `keep` over one segment (the one covering hash position `pos`),
     /// dropping entries it rejects. Returns how many were dropped and the
     /// position of the next segment (`None` after the last): an incremental

@@ -74,6 +74,7 @@ pub fn run_script(
         busy_threshold_ms: core.config().busy_reply_threshold,
         status: core.process.scripts.get(core.index),
         slot: if cluster_enabled { keys.first().map(|k| key_slot(k)) } else { None },
+        oom: core.out_of_memory(),
     };
     let now = shard::unix_ms();
     let reach = Reach { whole, ..Reach::default() };

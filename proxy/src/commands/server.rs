@@ -35,8 +35,10 @@ pub struct CoreReport {
     pub ops_per_sec: u64,
     pub cpu_user: f64,
     pub cpu_sys: f64,
-    /// Net bytes allocated by this core's thread.
-    pub allocated: i64,
+    pub evicted: u64,
+    /// Effects waiting for the AOF writer (Redis leaves its AOF buffer out
+    /// of eviction's count).
+    pub aof_buffer: u64,
     pub blocked: u64,
     /// The largest query buffer and pending output of this core's clients.
     pub max_input_buffer: usize,
@@ -83,7 +85,8 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         ops_per_sec: s.ops_samples.borrow().per_second(),
         cpu_user,
         cpu_sys,
-        allocated: (core.process.thread_allocated)(),
+        evicted: shard.evicted_keys(),
+        aof_buffer: shard.effects.as_ref().map_or(0, |e| e.buf.capacity() as u64),
         blocked: core.blocked_here.get(),
         max_input_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.qbuf + c.qbuf_free).max().unwrap_or(0),
         max_output_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.omem).max().unwrap_or(0),
@@ -194,14 +197,22 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
     }
     if want("memory") {
         let m = (p.memory)();
-        let used = reports.iter().map(|r| r.allocated).sum::<i64>().max(0) as u64;
+        // Every thread's allocations (the shards', the main thread's...).
+        let used = shard::memory::used();
         let peak = p.memory_peak.fetch_max(used, std::sync::atomic::Ordering::Relaxed).max(used);
         let ratio = if used > 0 { m.rss as f64 / used as f64 } else { 0.0 };
+        let startup = shard::memory::startup();
+        let dataset = used.saturating_sub(startup);
+        let not_counted: u64 = reports.iter().map(|r| r.aof_buffer).sum();
+        let (max, policy) = (config.maxmemory, config.maxmemory_policy.name());
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\n{}maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\nmem_allocator:{}\r\n",
-                human(used), m.rss, human(m.rss), human(peak), m.peak_rss, scripts_memory(reports), m.allocator
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{startup}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmem_fragmentation_bytes:{}\r\n{}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_not_counted_for_evict:{not_counted}\r\nmem_allocator:{}\r\n",
+                human(used), m.rss, human(m.rss), human(peak),
+                if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
+                if used > 0 { dataset as f64 * 100.0 / used as f64 } else { 0.0 },
+                m.peak_rss, m.rss as i64 - used as i64, scripts_memory(reports), human(max), m.allocator
             ),
         );
     }
@@ -216,7 +227,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:0\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 sum(|r| r.commands),
                 sum(|r| r.ops_per_sec),
@@ -227,6 +238,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
                 repl.syncs.1,
                 repl.syncs.2,
                 sum(|r| r.expired),
+                sum(|r| r.evicted),
                 sum(|r| r.hits),
                 sum(|r| r.misses),
                 sum(|r| r.hops_sent),
@@ -405,6 +417,7 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
                 log::set_level(value);
             }
         }
+        shard.apply_config();
     })
     .await;
     if applied.iter().any(Option::is_none) {

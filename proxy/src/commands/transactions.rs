@@ -10,6 +10,7 @@ use crate::coordinator::dispatch::call;
 use crate::coordinator::{wait_until_free, Footprint, Unit};
 use crate::core::Core;
 use crate::session::{Connection, Queued};
+use shard::commands::flags::DENYOOM;
 use shard::{Args, CommandSpec, Route};
 use std::rc::Rc;
 
@@ -209,6 +210,15 @@ pub async fn exec_begin(conn: &mut Connection, args: Args<'_>) -> Option<Exec> {
         forget_watches(conn).await;
         conn.error("EXECABORT Transaction discarded because of previous errors.");
         return None;
+    }
+    // maxmemory went over since the commands were queued (Redis's
+    // rejectCommand on EXEC).
+    if q.commands.iter().any(|(s, _, _)| s.has_flag(DENYOOM)) && !conn.state.master {
+        if conn.core.out_of_memory() {
+            forget_watches(conn).await;
+            conn.error(&format!("EXECABORT Transaction discarded because of: {}", shard::reply::errors::OOM));
+            return None;
+        }
     }
     let f = footprint(conn, &q);
     if conn.core.cluster().enabled() && crosses_slots(&q) {

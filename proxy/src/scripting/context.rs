@@ -36,6 +36,9 @@ pub struct CallState {
     pub allow_cross_slot: bool,
     /// A write command ran.
     pub write_dirty: bool,
+    /// Over maxmemory when the script started and not flagged allow-oom:
+    /// its first `denyoom` command fails unless it already wrote.
+    pub deny_oom: bool,
     /// EVAL rather than FCALL.
     pub eval_mode: bool,
     /// The slot of the first keyed command (cluster's cross-slot check).
@@ -91,6 +94,8 @@ pub struct RunOptions<'a> {
     pub status: Option<&'a ScriptStatus>,
     /// Cluster mode: the slot of the declared keys.
     pub slot: Option<u16>,
+    /// Out of memory at the script's start (Redis's pre_command_oom_state).
+    pub oom: bool,
 }
 
 /// The SHA1 of a script, in lower-case hex.

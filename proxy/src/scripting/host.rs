@@ -103,6 +103,9 @@ impl Host for CoreHost<'_> {
         if call.read_only && (spec.has_flag(flags::WRITE) || spec.name == "pfcount") {
             return Err("Write commands are not allowed from read-only scripts.".into());
         }
+        if call.deny_oom && !call.write_dirty && spec.has_flag(flags::DENYOOM) {
+            return Err(format!("-{}", shard::reply::errors::OOM));
+        }
         if spec.has_flag(flags::WRITE) {
             call.write_dirty = true;
         }

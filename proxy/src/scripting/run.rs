@@ -19,12 +19,18 @@ pub fn prepare(flags: u32, opts: &RunOptions) -> Result<CallState, String> {
         if flags & flags::NO_WRITES == 0 && opts.read_only_command {
             return Err("ERR Can not execute a script with write flag using *_ro command.".into());
         }
+        // With a shebang a script is `denyoom` unless flagged otherwise
+        // (no-writes implies allow-oom): refused as the command would be.
+        if opts.oom && flags & (flags::NO_WRITES | flags::ALLOW_OOM) == 0 {
+            return Err(shard::reply::errors::OOM.into());
+        }
     }
     Ok(CallState {
         resp3: false,
         read_only: opts.read_only_command || (!compat && flags & flags::NO_WRITES != 0),
         allow_cross_slot: compat || flags & flags::ALLOW_CROSS_SLOT != 0,
         write_dirty: false,
+        deny_oom: opts.oom && (compat || flags & flags::ALLOW_OOM == 0),
         eval_mode: false,
         slot: opts.slot,
         db: opts.db,

@@ -46,6 +46,7 @@ fn opts(resp3: bool) -> RunOptions<'static> {
         busy_threshold_ms: 5000,
         status: None,
         slot: None,
+        oom: false,
     }
 }
 

@@ -79,8 +79,6 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if o.replace {
         db.remove(key, ctx.now);
     }
-    // FREQ only matters under an LFU policy, which corekv does not have.
-    let _ = o.freq;
     let expire_at = match (ttl, o.absttl) {
         (0, _) => None,
         (t, true) => Some(t as u64),
@@ -90,9 +88,13 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         // Already expired: the key is gone (REPLACE deleted it), as in Redis.
         return ctx.reply.ok();
     }
-    let entry = db.set(key, value, expire_at.map_or(Ttl::Clear, Ttl::At), ctx.now);
-    if let Some(idle) = o.idle {
-        entry.set_idle_seconds(ctx.now, idle);
+    let lfu = s.config.maxmemory_policy.is_lfu();
+    let entry = s.dbs[ctx.db].set(key, value, expire_at.map_or(Ttl::Clear, Ttl::At), ctx.now);
+    // Redis's objectSetLRUOrLFU: each option counts only under its policy.
+    match (lfu, o.idle, o.freq) {
+        (false, Some(idle), _) => entry.set_idle_seconds(ctx.now, idle),
+        (true, _, Some(freq)) => entry.set_lfu(ctx.now, freq as u64),
+        _ => {}
     }
     ctx.reply.ok();
 }

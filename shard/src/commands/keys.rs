@@ -268,15 +268,23 @@ fn object_refcount(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
 }
 
+/// The entry's access field is LRU seconds or LFU data, by the policy; each
+/// OBJECT subcommand answers only under the policy that keeps its figure.
 fn object_idletime(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    let lfu = s.config.maxmemory_policy.is_lfu();
     match s.dbs[ctx.db].peek(args.get(2), ctx.now) {
+        Some(_) if lfu => ctx.reply.error(
+            "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ),
         Some(e) => ctx.reply.int(e.idle_seconds(ctx.now) as i64),
         None => ctx.reply.null(),
     }
 }
 
 fn object_freq(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    let (lfu, decay) = (s.config.maxmemory_policy.is_lfu(), s.config.lfu_decay_time as u32);
     match s.dbs[ctx.db].peek(args.get(2), ctx.now) {
+        Some(e) if lfu => ctx.reply.int(crate::evict::lfu_counter(e.access(), ctx.now, decay) as i64),
         Some(_) => ctx.reply.error(
             "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ),

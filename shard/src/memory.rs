@@ -1,0 +1,153 @@
+//! Used memory as the allocator counts it (the binary's global allocator
+//! reports every block's usable size here), readable from every core without
+//! locks: each thread adds to its own cache-line slot (one writer, relaxed
+//! load + store, no read-modify-write), and the process total is the sum of
+//! the slots, read relaxed. A block freed on another thread than the one that
+//! allocated it moves bytes between slots, so only the sum is exact; a slot
+//! is a good enough weight for how much of the data its shard holds.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+
+/// Threads with a slot of their own; later ones share the last slot with
+/// atomic adds (short-lived helper threads).
+const SLOTS: usize = 256;
+const SHARED: usize = SLOTS - 1;
+/// Most shards whose slots and eviction state are tracked.
+pub const MAX_SHARDS: usize = 1024;
+
+#[repr(align(64))]
+struct Slot(AtomicI64);
+
+#[allow(clippy::declare_interior_mutable_const)]
+const ZERO: Slot = Slot(AtomicI64::new(0));
+static COUNTERS: [Slot; SLOTS] = [ZERO; SLOTS];
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+/// Slot of each shard's thread, plus one (0: not registered).
+static SHARD_SLOTS: [AtomicUsize; MAX_SHARDS] = [const { AtomicUsize::new(0) }; MAX_SHARDS];
+static SHARD_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Shards whose last eviction found nothing left to evict while over their
+/// share (Redis's EVICT_FAIL): denyoom commands are refused.
+static EVICT_FAILED: [AtomicBool; MAX_SHARDS] = [const { AtomicBool::new(false) }; MAX_SHARDS];
+thread_local! {
+    static MY_SLOT: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+#[inline]
+fn my_slot() -> usize {
+    MY_SLOT
+        .try_with(|s| {
+            let mut i = s.get();
+            if i == usize::MAX {
+                i = NEXT_SLOT.fetch_add(1, Relaxed).min(SHARED);
+                s.set(i);
+            }
+            i
+        })
+        .unwrap_or(SHARED)
+}
+
+/// Called by the global allocator for every block: `delta` usable bytes.
+/// Never allocates.
+#[inline]
+pub fn account(delta: i64) {
+    let i = my_slot();
+    let c = &COUNTERS[i].0;
+    if i == SHARED {
+        c.fetch_add(delta, Relaxed);
+    } else {
+        c.store(c.load(Relaxed) + delta, Relaxed);
+    }
+}
+
+/// Net bytes allocated by the calling thread.
+#[inline]
+pub fn thread_used() -> i64 {
+    COUNTERS[my_slot()].0.load(Relaxed)
+}
+
+/// The process's used memory: every thread's net allocations.
+#[inline]
+pub fn used() -> u64 {
+    let n = NEXT_SLOT.load(Relaxed).min(SLOTS);
+    let mut total: i64 = COUNTERS[..n].iter().map(|s| s.0.load(Relaxed)).sum();
+    if n < SLOTS {
+        total += COUNTERS[SHARED].0.load(Relaxed);
+    }
+    total.max(0) as u64
+}
+
+/// Records that the calling thread runs shard `index` (of `count`).
+pub fn register_shard(index: usize, count: usize) {
+    if index < MAX_SHARDS {
+        SHARD_SLOTS[index].store(my_slot() + 1, Relaxed);
+        SHARD_COUNT.fetch_max(count.min(MAX_SHARDS), Relaxed);
+    }
+}
+
+/// Net bytes allocated by shard `index`'s thread (never below 0).
+fn shard_used(index: usize) -> u64 {
+    match SHARD_SLOTS[index].load(Relaxed) {
+        0 => 0,
+        s => COUNTERS[s - 1].0.load(Relaxed).max(0) as u64,
+    }
+}
+
+/// Shard `index`'s part of `excess`: in proportion to what its thread holds
+/// (its data, mostly), at least an equal split's hundredth so a shard that
+/// holds little still gives something back.
+pub fn share_of(index: usize, excess: u64) -> u64 {
+    let count = SHARD_COUNT.load(Relaxed).max(1);
+    if count == 1 || index >= MAX_SHARDS {
+        return excess;
+    }
+    let all: u64 = (0..count).map(shard_used).sum();
+    let mine = shard_used(index);
+    let share = if all == 0 { excess / count as u64 } else { (excess as u128 * mine as u128 / all as u128) as u64 };
+    share.max(excess / count as u64 / 100)
+}
+
+pub fn set_evict_failed(index: usize, failed: bool) {
+    if index < MAX_SHARDS && EVICT_FAILED[index].load(Relaxed) != failed {
+        EVICT_FAILED[index].store(failed, Relaxed);
+    }
+}
+
+/// True when some shard is over its share with nothing left to evict.
+pub fn evict_failed() -> bool {
+    let count = SHARD_COUNT.load(Relaxed).clamp(1, MAX_SHARDS);
+    EVICT_FAILED[..count].iter().any(|f| f.load(Relaxed))
+}
+
+/// Redis's out-of-memory state for refusing `denyoom` commands: over
+/// `maxmemory` and eviction cannot bring it back (noeviction, or a shard
+/// with nothing left to evict).
+pub fn out_of_memory(maxmemory: u64, noeviction: bool) -> bool {
+    maxmemory > 0 && used() > maxmemory && (noeviction || evict_failed())
+}
+
+static RETURN_HOOK: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+/// Installs the allocator's "return free pages to the OS now" for the
+/// calling thread's heap (the binary owns the allocator).
+pub fn set_return_hook(hook: fn()) {
+    let _ = RETURN_HOOK.set(hook);
+}
+
+/// Returns the calling thread's free pages to the OS, when a hook is set.
+pub fn return_to_os() {
+    if let Some(hook) = RETURN_HOOK.get() {
+        hook()
+    }
+}
+
+static STARTUP: AtomicU64 = AtomicU64::new(0);
+
+/// Records used memory once the server is up (INFO's used_memory_startup).
+pub fn mark_startup() {
+    let _ = STARTUP.compare_exchange(0, used().max(1), Relaxed, Relaxed);
+}
+
+pub fn startup() -> u64 {
+    STARTUP.load(Relaxed)
+}
