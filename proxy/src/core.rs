@@ -4,6 +4,8 @@
 //! file holds state only: what runs against it lives in the layers above
 //! (ARCHITECTURE.md, "Layers").
 
+use crate::acl::state::AclState;
+use crate::acl::users::Users;
 use crate::blocking::request::Waiters;
 use crate::clients::Clients;
 use crate::cluster::ClusterView;
@@ -190,6 +192,8 @@ pub struct Core {
     pub locks: RefCell<LockTable>,
     /// Replication: the hub (core 0), this shard's feed, the replica link.
     pub repl: ReplState,
+    /// This core's copy of the ACL users and its part of the ACL log.
+    pub acl: AclState,
 }
 
 impl Core {
@@ -200,7 +204,10 @@ impl Core {
         process: Arc<Process>,
         me: std::rc::Weak<Core>,
     ) -> Self {
+        // Checked at start (main refuses a bad ACL), so a default is moot.
+        let acl = AclState::new(Users::from_config(&shard.config).unwrap_or_default());
         Core {
+            acl,
             blocked: Default::default(),
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),

@@ -397,6 +397,9 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
             if name == "loglevel" {
                 log::set_level(value);
             }
+            if name == "requirepass" {
+                core.acl.set_default_password(value);
+            }
         }
     })
     .await;
