@@ -67,7 +67,8 @@ fn main() {
                 path => Some(std::fs::read_to_string(path).map_err(|e| format!("Can't open {path}: {e}"))?),
             };
             ClusterView::build(&cli.config, cpus.len(), cli.config.port, text.as_deref())?;
-            proxy::acl::users::Users::from_config(&cli.config).map(|_| ())
+            proxy::acl::users::Users::from_config(&cli.config)?;
+            proxy::core::CommandTable::with_renames(&cli.config.rename_commands).map(|_| ())
         });
         if let Err(e) = checked {
             eprintln!("corekv: {e}");
@@ -80,7 +81,9 @@ fn main() {
     }
     log::configure(&cli.config.loglevel, &cli.config.logfile);
     title::set(&format!("corekv {}:{}", cli.config.bind.first().map_or("*", String::as_str), cli.config.port));
-    if let Err(msg) = proxy::acl::users::Users::from_config(&cli.config).map(|_| ()).and_then(|_| run(cli)) {
+    let checked = proxy::acl::users::Users::from_config(&cli.config)
+        .and_then(|_| proxy::core::CommandTable::with_renames(&cli.config.rename_commands));
+    if let Err(msg) = checked.and_then(|_| run(cli)) {
         log::warning(&msg);
         eprintln!("corekv: {msg}");
         std::process::exit(1);
