@@ -447,7 +447,7 @@ async fn acl_log(conn: &mut Connection, args: Args<'_>) {
     }
     let parts = call_all(&conn.core, |core| core.acl.log.borrow().entries.iter().cloned().collect::<Vec<_>>()).await;
     let mut entries: Vec<Entry> = parts.into_iter().flatten().flatten().collect();
-    entries.sort_by(|a, b| b.ctime.cmp(&a.ctime));
+    entries.sort_by_key(|e| std::cmp::Reverse(e.ctime));
     entries.truncate(count);
     let now = shard::unix_ms();
     reply(conn, |r| {
