@@ -29,10 +29,14 @@ impl AclState {
         true
     }
 
-    /// CONFIG SET requirepass, applied by every core to its own copy.
-    pub fn set_default_password(&self, password: &str) {
+    /// CONFIG SET requirepass or acl-pubsub-default, applied by every core
+    /// to its own copy.
+    pub fn apply_config(&self, config: &shard::Config, password: bool) {
         let mut users = (*self.users()).clone();
-        users.set_default_password(password);
+        if password {
+            users.set_default_password(&config.requirepass);
+        }
+        users.all_channels_default = config.acl_pubsub_default_all;
         self.install(users, self.generation.get() + 1);
     }
 
