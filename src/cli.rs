@@ -64,11 +64,16 @@ pub fn parse(args: &[String]) -> Outcome {
     }
     for (name, values) in overrides {
         let values: Vec<&str> = values.iter().map(String::as_str).collect();
-        if let Err(reason) = config.set(&name, &values) {
-            return Outcome::Fail(format!(
-                "\n*** FATAL CONFIG ERROR (corekv {}) ***\nIn the command line option '--{name} {}'\n{reason}",
-                env!("CARGO_PKG_VERSION"),
+        if let Err(reason) = config.apply_directive(&name, &values) {
+            // The values of a secret never reach the terminal or a log.
+            let shown = if matches!(name.as_str(), "requirepass" | "masterauth" | "user") {
+                "(redacted)".to_string()
+            } else {
                 values.join(" ")
+            };
+            return Outcome::Fail(format!(
+                "\n*** FATAL CONFIG ERROR (corekv {}) ***\nIn the command line option '--{name} {shown}'\n{reason}",
+                env!("CARGO_PKG_VERSION"),
             ));
         }
     }

@@ -6,6 +6,7 @@ mod alloc;
 mod cli;
 mod cpus;
 mod limits;
+mod title;
 mod topology;
 mod uring;
 
@@ -66,19 +67,24 @@ fn main() {
                 "" => None,
                 path => Some(std::fs::read_to_string(path).map_err(|e| format!("Can't open {path}: {e}"))?),
             };
-            ClusterView::build(&cli.config, cpus.len(), cli.config.port, text.as_deref())
+            ClusterView::build(&cli.config, cpus.len(), cli.config.port, text.as_deref())?;
+            proxy::acl::users::Users::from_config(&cli.config)?;
+            proxy::core::CommandTable::with_renames(&cli.config.rename_commands).map(|_| ())
         });
         if let Err(e) = checked {
             eprintln!("corekv: {e}");
             std::process::exit(1);
         }
         for p in shard::config::PARAMS.iter().filter(|p| !shard::config::is_alias(p.name)) {
-            println!("{} {}", p.name, cli.config.get(p.name).unwrap_or_default());
+            println!("{} {}", p.name, cli.config.shown(p.name).unwrap_or_default());
         }
         return;
     }
     log::configure(&cli.config.loglevel, &cli.config.logfile);
-    if let Err(msg) = run(cli) {
+    title::set(&format!("corekv {}:{}", cli.config.bind.first().map_or("*", String::as_str), cli.config.port));
+    let checked = proxy::acl::users::Users::from_config(&cli.config)
+        .and_then(|_| proxy::core::CommandTable::with_renames(&cli.config.rename_commands));
+    if let Err(msg) = checked.and_then(|_| run(cli)) {
         log::warning(&msg);
         eprintln!("corekv: {msg}");
         std::process::exit(1);

@@ -30,6 +30,8 @@ pub struct ClientInfo {
     pub multi: (i64, usize),
     /// A replica's link (flags=S; CLIENT KILL TYPE replica).
     pub replica: bool,
+    /// The ACL user the connection is authenticated as.
+    pub user: Vec<u8>,
 }
 
 impl ClientInfo {
@@ -43,7 +45,7 @@ impl ClientInfo {
     /// One line of CLIENT LIST in Redis 7's field order.
     pub fn line(&self, now: Instant) -> String {
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -68,6 +70,7 @@ impl ClientInfo {
             self.omem,
             self.total_memory(),
             self.last_cmd,
+            String::from_utf8_lossy(&self.user),
             self.resp,
             String::from_utf8_lossy(&self.lib_name),
             String::from_utf8_lossy(&self.lib_ver),

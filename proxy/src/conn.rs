@@ -70,6 +70,14 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 return;
             }
         };
+        let default_user = core.acl.users().default_user();
+        if crate::acl::protected::refuses(core.config().protected_mode, default_user.nopass, addr) {
+            CoreStats::add(&core.stats.rejected_connections, 1);
+            let _ = stream.write_all(crate::acl::protected::DENIED).await;
+            let _ = stream.close().await;
+            process.connected_clients.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
         let (id, registry_key) = {
             let mut clients = core.clients.borrow_mut();
             let id = clients.next_id(core.index, core.count);
@@ -91,10 +99,11 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 omem: 0,
                 multi: (-1, 0),
                 replica: false,
+                user: b"default".to_vec(),
             });
             (id, key)
         };
-        let authenticated = core.config().requirepass.is_empty();
+        let authenticated = default_user.nopass && default_user.enabled;
         let view = core.cluster();
         let port_node = match (port, view.mode) {
             (Port::Node, _) => Some(view.shard_nodes[core.index]),
@@ -119,6 +128,9 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 repl_hello: Default::default(),
                 sync: None,
                 master: false,
+                unrestricted: default_user.unrestricted(),
+                user: default_user,
+                acl_generation: core.acl.generation.get(),
             },
             now: 0,
             last_cmd: "NULL",

@@ -4,6 +4,8 @@
 //! file holds state only: what runs against it lives in the layers above
 //! (ARCHITECTURE.md, "Layers").
 
+use crate::acl::state::AclState;
+use crate::acl::users::Users;
 use crate::blocking::request::Waiters;
 use crate::clients::Clients;
 use crate::cluster::ClusterView;
@@ -141,8 +143,29 @@ impl CommandTable {
         CommandTable { map }
     }
 
+    /// `rename-command` lines applied: a command under its new name, or
+    /// gone for an empty one (Redis's errors for the rest).
+    pub fn with_renames(renames: &[(String, String)]) -> Result<Self, String> {
+        let mut table = Self::new();
+        for (from, to) in renames {
+            let spec = table.map.remove(from.as_bytes()).ok_or("No such command in rename-command")?;
+            if to.is_empty() {
+                continue;
+            }
+            let to: &'static str = Box::leak(to.to_ascii_lowercase().into_boxed_str());
+            if table.map.insert(to.as_bytes(), spec).is_some() {
+                return Err("Target command name already exists".into());
+            }
+        }
+        Ok(table)
+    }
+
     #[inline]
     pub fn lookup(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        if name.len() > 24 {
+            // Only a renamed command can be this long.
+            return self.map.get(&*name.to_ascii_lowercase()).copied();
+        }
         let mut lower = [0u8; 24];
         let lower = lower.get_mut(..name.len())?;
         for (d, s) in lower.iter_mut().zip(name) {
@@ -190,6 +213,8 @@ pub struct Core {
     pub locks: RefCell<LockTable>,
     /// Replication: the hub (core 0), this shard's feed, the replica link.
     pub repl: ReplState,
+    /// This core's copy of the ACL users and its part of the ACL log.
+    pub acl: AclState,
 }
 
 impl Core {
@@ -200,7 +225,11 @@ impl Core {
         process: Arc<Process>,
         me: std::rc::Weak<Core>,
     ) -> Self {
+        // Checked at start (main refuses a bad ACL), so a default is moot.
+        let acl = AclState::new(Users::from_config(&shard.config).unwrap_or_default());
+        let commands = CommandTable::with_renames(&shard.config.rename_commands).unwrap_or_default();
         Core {
+            acl,
             blocked: Default::default(),
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),
@@ -214,7 +243,7 @@ impl Core {
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),
             shard: RefCell::new(shard),
-            commands: CommandTable::new(),
+            commands,
             clients: RefCell::new(Clients::default()),
             stats: CoreStats::default(),
             mesh,

@@ -3,6 +3,7 @@
 //! merging of split commands. It knows how to reach a shard, not how a value
 //! is stored.
 
+pub mod acl;
 pub mod blocking;
 pub mod clients;
 pub mod cluster;

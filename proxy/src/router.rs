@@ -152,8 +152,13 @@ impl Connection {
             }
         }
         self.last_cmd = spec.name;
-        if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) {
+        if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) && commands::acl::auth_required(self) {
             self.reject(NOAUTH);
+            return None;
+        }
+        // ACL: skipped for users allowed everything while the table is unchanged.
+        let acl_changed = self.state.acl_generation != self.core.acl.generation.get();
+        if (!self.state.unrestricted || acl_changed) && commands::acl::refused(self, spec, &args) {
             return None;
         }
         if self.out_of_memory(spec) {

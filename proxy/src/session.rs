@@ -3,6 +3,7 @@
 //! helpers commands use to reach the owners of keys. The socket loop is in
 //! `conn.rs`, the router in `router.rs`.
 
+use crate::acl::user::User;
 use crate::cluster::Owner;
 use crate::core::Core;
 use crate::pipeline::Pipeline;
@@ -42,6 +43,11 @@ pub struct ConnState {
     /// The primary's stream applied on a replica: exempt from READONLY,
     /// MASTERDOWN and LOADING.
     pub master: bool,
+    /// The ACL user, from the core's table of generation `acl_generation`.
+    pub user: Rc<User>,
+    pub acl_generation: u64,
+    /// The user may run anything: the router skips the ACL check.
+    pub unrestricted: bool,
 }
 
 /// Which listener accepted a connection.
@@ -113,6 +119,9 @@ impl Connection {
                 repl_hello: Default::default(),
                 sync: None,
                 master: true,
+                user: Rc::new(User::default_user()),
+                acl_generation: u64::MAX,
+                unrestricted: true,
             },
             core,
             now: 0,

@@ -16,6 +16,18 @@ pub struct Config {
     pub cpus: String,
     pub databases: usize,
     pub requirepass: String,
+    /// Refuse clients from other than 127.0.0.1 / ::1 while the default
+    /// user has no password.
+    pub protected_mode: bool,
+    /// ACL file read at start and by ACL LOAD, written by ACL SAVE.
+    pub aclfile: String,
+    pub acllog_max_len: u64,
+    /// `acl-pubsub-default allchannels` (true) or `resetchannels`.
+    pub acl_pubsub_default_all: bool,
+    /// `user <name> <rules...>` lines of the config file.
+    pub users: Vec<Vec<String>>,
+    /// `rename-command <name> <new name>` (empty: removed), config file only.
+    pub rename_commands: Vec<(String, String)>,
     pub maxclients: u64,
     pub proto_max_bulk_len: u64,
     pub client_query_buffer_limit: u64,
@@ -240,6 +252,12 @@ impl Default for Config {
             cpus: String::new(),
             databases: 16,
             requirepass: String::new(),
+            protected_mode: true,
+            aclfile: String::new(),
+            acllog_max_len: 128,
+            acl_pubsub_default_all: false,
+            users: Vec::new(),
+            rename_commands: Vec::new(),
             maxclients: 10000,
             proto_max_bulk_len: 512 << 20,
             client_query_buffer_limit: 1 << 30,
@@ -398,6 +416,20 @@ pub static PARAMS: &[Param] = &[
     param!("databases", false, |c| c.databases.to_string(), |c, v| c.databases =
         int_in(v, 1, i32::MAX as i64)? as usize),
     param!("requirepass", true, |c| c.requirepass.clone(), |c, v| c.requirepass = one(v)?.to_string()),
+    param!("protected-mode", true, |c| show_yes_no(c.protected_mode), |c, v| c.protected_mode = yes_no(v)?),
+    param!("aclfile", false, |c| c.aclfile.clone(), |c, v| c.aclfile = one(v)?.to_string()),
+    param!("acllog-max-len", true, |c| c.acllog_max_len.to_string(), |c, v| c.acllog_max_len =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!(
+        "acl-pubsub-default",
+        true,
+        |c| if c.acl_pubsub_default_all { "allchannels" } else { "resetchannels" }.to_string(),
+        |c, v| c.acl_pubsub_default_all = match one(v)?.to_ascii_lowercase().as_str() {
+            "allchannels" => true,
+            "resetchannels" => false,
+            _ => return Err("argument(s) must be one of the following: allchannels, resetchannels".into()),
+        }
+    ),
     param!("maxclients", true, |c| c.maxclients.to_string(), |c, v| c.maxclients =
         int_in(v, 1, u32::MAX as i64)? as u64),
     param!("proto-max-bulk-len", true, |c| c.proto_max_bulk_len.to_string(), |c, v| c.proto_max_bulk_len =
@@ -666,6 +698,36 @@ impl Config {
         find_param(name).map(|p| (p.get)(self))
     }
 
+    /// A config file or command line directive: the settings, plus `user`
+    /// and `rename-command`, which CONFIG SET does not know.
+    pub fn apply_directive(&mut self, name: &str, values: &[&str]) -> Result<(), String> {
+        match name.to_ascii_lowercase().as_str() {
+            "user" if !values.is_empty() => {
+                if self.users.iter().any(|u| u[0] == values[0]) {
+                    return Err("Duplicate user found. A user can only be defined once in config files".into());
+                }
+                self.users.push(values.iter().map(|v| v.to_string()).collect());
+                Ok(())
+            }
+            "rename-command" => match values {
+                [from, to] => {
+                    self.rename_commands.push((from.to_ascii_lowercase(), to.to_string()));
+                    Ok(())
+                }
+                _ => Err("wrong number of arguments".into()),
+            },
+            _ => self.set(name, values),
+        }
+    }
+
+    /// The value a dump shows: passwords hidden.
+    pub fn shown(&self, name: &str) -> Option<String> {
+        match name {
+            "requirepass" | "masterauth" if !self.get(name)?.is_empty() => Some("(redacted)".into()),
+            _ => self.get(name),
+        }
+    }
+
     /// `(name, value)` of every parameter matching a CONFIG GET glob.
     pub fn matching(&self, pattern: &[u8]) -> Vec<(&'static str, String)> {
         PARAMS
@@ -693,6 +755,9 @@ impl Config {
             let (name, values) = words.split_first().ok_or_else(|| err("empty line".into()))?;
             let values: Vec<&str> = values.iter().map(String::as_str).collect();
             match find_param(name) {
+                None if ["user", "rename-command"].contains(&name.to_ascii_lowercase().as_str()) => {
+                    self.apply_directive(name, &values).map_err(err)?
+                }
                 None => return Err(err("Bad directive or wrong number of arguments".into())),
                 Some(p) => (p.set)(self, &values).map_err(err)?,
             }

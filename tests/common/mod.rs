@@ -158,7 +158,10 @@ pub struct Raw {
 
 impl Raw {
     pub fn connect(port: u16) -> Raw {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        Raw::from_stream(TcpStream::connect(("127.0.0.1", port)).expect("connect"))
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Raw {
         stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         stream.set_nodelay(true).unwrap();
         Raw { stream, buf: Vec::new() }

@@ -1,5 +1,6 @@
 //! Connection commands: AUTH, HELLO, SELECT, QUIT, RESET, CLIENT.
 
+use super::acl;
 use super::reply::{help, reply};
 use crate::coordinator::dispatch::call_all;
 use crate::session::Connection;
@@ -8,31 +9,22 @@ use shard::reply::errors::*;
 use shard::{Args, CommandSpec};
 use std::time::Instant;
 
-const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 const REDIS_VERSION: &str = "7.0.15";
-
-/// Checks credentials for the only user, "default".
-fn check_password(conn: &Connection, user: Option<&[u8]>, password: &[u8]) -> bool {
-    let config = conn.core.config();
-    let required = config.requirepass.as_bytes();
-    user.is_none_or(|u| u == b"default") && (required.is_empty() || required == password)
-}
 
 pub fn auth(conn: &mut Connection, args: Args) {
     if args.len() > 3 {
         return conn.error(SYNTAX);
     }
-    let (user, password) = if args.len() == 2 { (None, args.get(1)) } else { (Some(args.get(1)), args.get(2)) };
-    if user.is_none() && conn.core.config().requirepass.is_empty() {
+    let (user, password) = if args.len() == 2 { (&b"default"[..], args.get(1)) } else { (args.get(1), args.get(2)) };
+    if args.len() == 2 && conn.core.acl.users().default_user().nopass {
         return conn.error(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         );
     }
-    if check_password(conn, user, password) {
-        conn.state.authenticated = true;
+    if acl::authenticate(conn, user, password, args.get(0)) {
         reply(conn, |r| r.ok());
     } else {
-        conn.error(WRONGPASS);
+        conn.error(acl::WRONGPASS);
     }
 }
 
@@ -81,12 +73,11 @@ pub fn hello(conn: &mut Connection, args: Args) {
         j += 1;
     }
     if let Some((user, password)) = credentials {
-        if !check_password(conn, Some(user), password) {
-            return conn.error(WRONGPASS);
+        if !acl::authenticate(conn, user, password, args.get(0)) {
+            return conn.error(acl::WRONGPASS);
         }
-        conn.state.authenticated = true;
     }
-    if !conn.state.authenticated {
+    if !conn.state.authenticated && acl::auth_required(conn) {
         return conn.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
     }
     if let Some(name) = name {
@@ -141,7 +132,7 @@ pub fn reset(conn: &mut Connection) {
     conn.state.db = 0;
     conn.state.multi = None;
     conn.state.resp3 = false;
-    conn.state.authenticated = conn.core.config().requirepass.is_empty();
+    acl::reset_user(conn);
     let key = conn.state.registry_key;
     if let Some(c) = conn.core.clients.borrow_mut().list.get_mut(key) {
         c.name.clear();
@@ -294,8 +285,9 @@ struct KillFilter {
     maxage: Option<u64>,
     /// TYPE normal (false) or replica (true).
     replica: Option<bool>,
-    /// TYPE master or pubsub, or a user other than default: matches nobody.
+    /// TYPE master or pubsub: matches nobody.
     nobody: bool,
+    user: Option<Vec<u8>>,
 }
 
 pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
@@ -329,9 +321,10 @@ pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
                     _ => return conn.error(&format!("ERR Unknown client type '{text}'")),
                 }
             } else if args.is(j, "user") {
-                if text != "default" {
+                if conn.core.acl.users().get(value).is_none() {
                     return conn.error(&format!("ERR No such user '{text}'"));
                 }
+                f.user = Some(value.to_vec());
             } else if args.is(j, "skipme") {
                 match text.to_ascii_lowercase().as_str() {
                     "yes" => f.skip_id = Some(conn.state.id),
@@ -363,7 +356,8 @@ pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
                 && filter.laddr.as_ref().is_none_or(|a| *a == c.laddr.to_string())
                 && filter.maxage.is_none_or(|age| now.duration_since(c.created).as_secs() >= age)
                 && filter.skip_id != Some(c.id)
-                && filter.replica.is_none_or(|r| r == c.replica);
+                && filter.replica.is_none_or(|r| r == c.replica)
+                && filter.user.as_ref().is_none_or(|u| *u == c.user);
             if matches {
                 clients.kill(key);
                 n += 1;

@@ -3,6 +3,7 @@
 //! several phases or every shard. One file per family; this file is the
 //! dispatcher (only it names the families; they share `reply.rs`).
 
+pub mod acl;
 mod bitmap;
 mod cluster;
 mod connection;
@@ -48,6 +49,11 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         | "command|getkeysandflags"
         | "command|help" => introspection::command(conn, spec, args),
         "config|get" => server::config_get(conn, args),
+        name if name.starts_with("acl|") => {
+            if !acl::run_now(conn, spec, args) {
+                return Some(Deferred::Command(spec));
+            }
+        }
         "readonly" | "readwrite" | "asking" => cluster::flag_command(conn),
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred::Command(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
@@ -154,6 +160,7 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "role" => replication::role(conn).await,
         "replicaof" | "slaveof" => replication::replicaof(conn, args).await,
         "client|list" => connection::client_list(conn, args).await,
+        name if name.starts_with("acl|") => acl::run_deferred(conn, spec, args).await,
         "client|kill" => connection::client_kill(conn, args).await,
         "scan" => keys::scan(conn, args).await,
         "cluster|countkeysinslot" | "cluster|getkeysinslot" => cluster::keys_in_slot(conn, spec, args).await,

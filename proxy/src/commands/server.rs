@@ -416,6 +416,9 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
             if name == "loglevel" {
                 log::set_level(value);
             }
+            if name == "requirepass" || name == "acl-pubsub-default" {
+                core.acl.apply_config(&shard.config, name == "requirepass");
+            }
         }
         shard.apply_config();
     })

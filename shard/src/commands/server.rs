@@ -146,6 +146,23 @@ pub static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("config|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
 ];
 
+/// ACL's subcommands, with Redis 7.0's arity and flags.
+pub static ACL_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("acl|cat", -2, NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|deluser", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|dryrun", -4, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|genpass", -2, NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|getuser", 3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|list", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|load", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|log", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|save", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|setuser", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|users", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|whoami", 2, NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("acl|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
 /// The connection and server commands.
 pub static COMMANDS: &[CommandSpec] = &[
     cmd!("auth", -2, CONN, NOKEYS, Proxy, None),
@@ -163,6 +180,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("readwrite", 1, LOADING | STALE | FAST, NOKEYS, Proxy, None),
     cmd!("asking", 1, FAST, NOKEYS, Proxy, None),
     cmd!("config", -2, 0, NOKEYS, Proxy, None, CONFIG_SUBCOMMANDS),
+    cmd!("acl", -2, 0, NOKEYS, Proxy, None, ACL_SUBCOMMANDS),
     cmd!("time", 1, LOADING | STALE | FAST, NOKEYS, Local, Some(time)),
     cmd!("bgrewriteaof", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
