@@ -24,3 +24,4 @@ pub mod server;
 pub mod session;
 pub mod slot;
 pub mod stream;
+pub mod tls;
