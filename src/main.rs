@@ -211,6 +211,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     let listen = listen_addresses(&config)?;
     proxy::tls::settings::check(&config.tls)?;
     check_port_free(&config, config.tls.port, "tls")?;
+    check_port_free(&config, config.metrics_port, "metrics")?;
     let shards = cpus.len();
     log::notice(&format!(
         "corekv {} (Redis 7.0 protocol) starting, pid={}, {} shard{}",
@@ -305,6 +306,9 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         log::notice(&format!("Ready to accept connections tcp on {addr}"));
         if config.tls.port != 0 {
             log::notice(&format!("Ready to accept connections tls on {}", SocketAddr::new(addr.ip(), config.tls.port)));
+        }
+        if config.metrics_port != 0 {
+            log::notice(&format!("Metrics on http://{}/metrics", SocketAddr::new(addr.ip(), config.metrics_port)));
         }
     }
     for handle in handles {

@@ -138,6 +138,7 @@ impl Connection {
                 CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
             }
             read_first = true;
+            let started = self.core.now_instant();
             self.now = self.core.now_ms();
             let mut commands = 0u64;
             let mut blocked = None;
@@ -178,6 +179,9 @@ impl Connection {
             CoreStats::add(&self.core.stats.commands, commands);
             if !self.send_replies(stream).await {
                 return;
+            }
+            if commands > 0 {
+                self.core.stats.latency.record(started.elapsed(), commands);
             }
             if self.state.close {
                 return;

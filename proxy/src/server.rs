@@ -208,10 +208,11 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
         glommio::spawn_local(link::supervise(core.clone())).detach();
     }
     let tls = Listeners::new(&core, node_port)?;
+    let metrics = metrics_listeners(&core, &setup.listen, backlog)?;
     if core.config().client_ring {
         let sqpoll_ms = core.config().client_ring_sqpoll_ms;
         match client_ring(sqpoll_ms) {
-            Ok(ring) => return run_ring(core, ring, &setup.listen, backlog, &tls, listening).await,
+            Ok(ring) => return run_ring(core, ring, &setup.listen, backlog, &tls, metrics, listening).await,
             Err(e) if core.index == 0 => {
                 log::warning(&format!("client-ring: {e}; client sockets stay on glommio's reactor"))
             }
@@ -227,6 +228,7 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     }
     listening();
     cron(core.clone()).await;
+    stop_listening(metrics).await;
     stop_listening(accepting).await;
     close_connections(&core).await;
     crate::persistence::aof::flush_at_exit(&core).await;
@@ -269,6 +271,24 @@ impl Listeners {
     }
 }
 
+/// `metrics-port`: core 0 serves it on every bind address.
+fn metrics_listeners(
+    core: &Rc<Core>,
+    listen: &[SocketAddr],
+    backlog: i32,
+) -> std::io::Result<Vec<(RawFd, glommio::task::JoinHandle<()>)>> {
+    let port = core.config().metrics_port;
+    if core.index != 0 || port == 0 {
+        return Ok(Vec::new());
+    }
+    let mut accepting = Vec::new();
+    for addr in listen {
+        let (fd, socket) = listener(SocketAddr::new(addr.ip(), port), backlog, false)?;
+        accepting.push((fd, glommio::spawn_local(crate::metrics::accept_loop(core.clone(), socket)).detach()));
+    }
+    Ok(accepting)
+}
+
 /// This core's client ring, if the kernel has what it needs: multishot
 /// receive (Linux 6.0) and provided-buffer rings (5.19).
 fn client_ring(sqpoll_ms: u32) -> Result<Rc<Ring>, String> {
@@ -288,6 +308,7 @@ async fn run_ring(
     listen: &[SocketAddr],
     backlog: i32,
     tls: &Listeners,
+    metrics: Vec<(RawFd, glommio::task::JoinHandle<()>)>,
     listening: impl FnOnce(),
 ) -> std::io::Result<()> {
     if core.index == 0 {
@@ -311,6 +332,7 @@ async fn run_ring(
     let driver = glommio::spawn_local(ring.clone().drive()).detach();
     listening();
     cron(core.clone()).await;
+    stop_listening(metrics).await;
     ring.stop();
     close_connections(&core).await;
     let reaped = futures_lite::future::or(async { driver.await.is_some() }, async {

@@ -129,7 +129,9 @@ async fn handshake(core: &Core, io: &mut LinkIo, timeout: Duration) -> Result<()
     log::notice("Master replied to PING, replication can continue...");
     let (user, pass, port) = {
         let c = core.config();
-        (c.masteruser.clone(), c.masterauth.clone(), core.process.tcp_port)
+        // As Redis: the port the primary would reach this replica on.
+        let port = if c.tls.replication && c.tls.port != 0 { c.tls.port } else { core.process.tcp_port };
+        (c.masteruser.clone(), c.masterauth.clone(), port)
     };
     if !pass.is_empty() {
         let reply = match user.is_empty() {
