@@ -69,7 +69,8 @@ fn main() {
             };
             ClusterView::build(&cli.config, cpus.len(), cli.config.port, text.as_deref())?;
             proxy::acl::users::Users::from_config(&cli.config)?;
-            proxy::core::CommandTable::with_renames(&cli.config.rename_commands).map(|_| ())
+            proxy::core::CommandTable::with_renames(&cli.config.rename_commands)?;
+            proxy::tls::settings::check(&cli.config.tls)
         });
         if let Err(e) = checked {
             eprintln!("corekv: {e}");
@@ -163,6 +164,25 @@ fn listen_addresses(config: &Config) -> Result<Vec<SocketAddr>, String> {
     Ok(addrs)
 }
 
+/// Fails early, with Redis's wording, when `port` (tls-port, metrics-port)
+/// is taken on a bind address: the shards' SO_REUSEPORT would share it.
+fn check_port_free(config: &Config, port: u16, kind: &str) -> Result<(), String> {
+    if port == 0 {
+        return Ok(());
+    }
+    for host in &config.bind {
+        let host = host.trim_start_matches('-');
+        let ip: IpAddr = match host {
+            "*" => IpAddr::from([0, 0, 0, 0]),
+            "::*" => IpAddr::from([0u16; 8]),
+            h => h.parse().map_err(|_| format!("Invalid bind address '{h}'"))?,
+        };
+        std::net::TcpListener::bind(SocketAddr::new(ip, port))
+            .map_err(|e| format!("Failed listening on port {port} ({kind}), aborting: {host}:{port}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// Builds and logs the cluster view; in per-core mode also checks that every
 /// node port is free before any shard starts.
 fn cluster_view(config: &Config, shards: usize, port: u16) -> Result<ClusterView, String> {
@@ -206,6 +226,9 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     uring::probe()?;
     let cpus = shard_cpus(&config)?;
     let listen = listen_addresses(&config)?;
+    proxy::tls::settings::check(&config.tls)?;
+    check_port_free(&config, config.tls.port, "tls")?;
+    check_port_free(&config, config.metrics_port, "metrics")?;
     let shards = cpus.len();
     log::notice(&format!(
         "corekv {} (Redis 7.0 protocol) starting, pid={}, {} shard{}",
@@ -300,6 +323,12 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     }
     for addr in &listen {
         log::notice(&format!("Ready to accept connections tcp on {addr}"));
+        if config.tls.port != 0 {
+            log::notice(&format!("Ready to accept connections tls on {}", SocketAddr::new(addr.ip(), config.tls.port)));
+        }
+        if config.metrics_port != 0 {
+            log::notice(&format!("Metrics on http://{}/metrics", SocketAddr::new(addr.ip(), config.metrics_port)));
+        }
     }
     for handle in handles {
         if let Err(e) = handle.join() {

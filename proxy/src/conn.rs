@@ -188,6 +188,7 @@ impl Connection {
                 }
             }
             read_first = true;
+            let started = self.core.now_instant();
             self.now = self.core.now_ms();
             let mut commands = 0u64;
             let mut blocked = None;
@@ -233,6 +234,9 @@ impl Connection {
             CoreStats::add(&self.core.stats.commands, commands);
             if !self.send_replies(stream).await {
                 return;
+            }
+            if commands > 0 {
+                self.core.stats.latency.record(started.elapsed(), commands);
             }
             if self.state.close {
                 return;

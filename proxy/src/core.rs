@@ -99,6 +99,8 @@ pub struct CoreStats {
     pub remote_commands: Cell<u64>,
     /// Samples of total commands for instantaneous_ops_per_sec.
     pub ops_samples: RefCell<OpsSamples>,
+    /// Command latency for the metrics endpoint.
+    pub latency: crate::latency::LatencyHistogram,
 }
 
 impl CoreStats {

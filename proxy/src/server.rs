@@ -15,6 +15,7 @@ use crate::replication::replica::{self, link};
 use crate::ring::{Ring, RingConfig};
 use crate::session::Port;
 use crate::stream::ClientStream;
+use crate::tls;
 use glommio::net::TcpListener;
 use shard::{Config, Shard};
 use socket2::{Domain, Protocol, Socket, Type};
@@ -69,16 +70,29 @@ fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<(Ra
     Ok((fd, unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) }))
 }
 
+/// Serves an accepted connection; `tls`: after a TLS handshake.
+fn spawn_conn(core: Rc<Core>, stream: ClientStream, port: Port, tls: Option<TlsConfig>) {
+    match tls {
+        None => glommio::spawn_local(conn::serve(core, stream, port)).detach(),
+        Some(config) => glommio::spawn_local(tls::accept::serve(core, stream, port, config)).detach(),
+    };
+}
+
+type TlsConfig = Arc<rustls::ServerConfig>;
+
+/// The ring's listener tag: the port, and whether it speaks TLS.
+const TLS_TAG: usize = 1 << 8;
+
 /// Accepts until shutdown, when [`stop_listening`] makes the pending accept
 /// fail; the listener is closed as the loop returns.
-async fn accept_loop(core: Rc<Core>, listener: TcpListener, listener_fd: RawFd, port: Port) {
+async fn accept_loop(core: Rc<Core>, listener: TcpListener, listener_fd: RawFd, port: Port, tls: Option<TlsConfig>) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
                 if core.process.shutting_down() {
                     return;
                 }
-                glommio::spawn_local(conn::serve(core.clone(), ClientStream::Reactor(stream), port)).detach();
+                spawn_conn(core.clone(), ClientStream::Reactor(stream), port, tls.clone());
             }
             Err(_) if core.process.shutting_down() => return,
             Err(e) => {
@@ -215,10 +229,12 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     if core.index == 0 {
         glommio::spawn_local(link::supervise(core.clone())).detach();
     }
+    let tls = Listeners::new(&core, node_port)?;
+    let metrics = metrics_listeners(&core, &setup.listen, backlog)?;
     if core.config().client_ring {
         let sqpoll_ms = core.config().client_ring_sqpoll_ms;
         match client_ring(sqpoll_ms) {
-            Ok(ring) => return run_ring(core, ring, &setup.listen, backlog, node_port, listening).await,
+            Ok(ring) => return run_ring(core, ring, &setup.listen, backlog, &tls, metrics, listening).await,
             Err(e) if core.index == 0 => {
                 log::warning(&format!("client-ring: {e}; client sockets stay on glommio's reactor"))
             }
@@ -227,21 +243,72 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     }
     let mut accepting = Vec::new();
     for addr in &setup.listen {
-        let (fd, client) = listener(*addr, backlog, true)?;
-        accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), client, fd, Port::Client)).detach()));
-        // Per-core mode: this shard's own node port, on this core only, so
-        // a cluster client reaches the owning core with no hop.
-        if let Some(port) = node_port {
-            let (fd, node) = listener(SocketAddr::new(addr.ip(), port), backlog, false)?;
-            accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), node, fd, Port::Node)).detach()));
+        for (at, port, shared, tls) in tls.sockets(*addr) {
+            let (fd, socket) = listener(at, backlog, shared)?;
+            accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), socket, fd, port, tls)).detach()));
         }
     }
     listening();
     cron(core.clone()).await;
+    stop_listening(metrics).await;
     stop_listening(accepting).await;
     close_connections(&core).await;
     crate::persistence::aof::flush_at_exit(&core).await;
     Ok(())
+}
+
+/// This core's listeners: the client port, `tls-port`, and in per-core
+/// cluster mode the shard's own node port (TLS with `tls-cluster`), on this
+/// core only, so a cluster client reaches the owning core with no hop.
+struct Listeners {
+    tls_port: u16,
+    node_port: Option<u16>,
+    node_tls: bool,
+    /// This core's own TLS configuration (its own session cache).
+    config: Option<TlsConfig>,
+}
+
+impl Listeners {
+    fn new(core: &Core, node_port: Option<u16>) -> std::io::Result<Listeners> {
+        let settings = &core.config().tls;
+        let node_tls = settings.cluster && node_port.is_some();
+        let config = match settings.port != 0 || node_tls {
+            true => Some(tls::settings::server_config(settings).map_err(std::io::Error::other)?),
+            false => None,
+        };
+        Ok(Listeners { tls_port: settings.port, node_port, node_tls, config })
+    }
+
+    /// (address, port kind, SO_REUSEPORT, TLS) of each socket for `addr`.
+    fn sockets(&self, addr: SocketAddr) -> Vec<(SocketAddr, Port, bool, Option<TlsConfig>)> {
+        let mut sockets = vec![(addr, Port::Client, true, None)];
+        if self.tls_port != 0 {
+            sockets.push((SocketAddr::new(addr.ip(), self.tls_port), Port::Client, true, self.config.clone()));
+        }
+        if let Some(port) = self.node_port {
+            let tls = if self.node_tls { self.config.clone() } else { None };
+            sockets.push((SocketAddr::new(addr.ip(), port), Port::Node, false, tls));
+        }
+        sockets
+    }
+}
+
+/// `metrics-port`: core 0 serves it on every bind address.
+fn metrics_listeners(
+    core: &Rc<Core>,
+    listen: &[SocketAddr],
+    backlog: i32,
+) -> std::io::Result<Vec<(RawFd, glommio::task::JoinHandle<()>)>> {
+    let port = core.config().metrics_port;
+    if core.index != 0 || port == 0 {
+        return Ok(Vec::new());
+    }
+    let mut accepting = Vec::new();
+    for addr in listen {
+        let (fd, socket) = listener(SocketAddr::new(addr.ip(), port), backlog, false)?;
+        accepting.push((fd, glommio::spawn_local(crate::metrics::accept_loop(core.clone(), socket)).detach()));
+    }
+    Ok(accepting)
 }
 
 /// This core's client ring, if the kernel has what it needs: multishot
@@ -262,29 +329,32 @@ async fn run_ring(
     ring: Rc<Ring>,
     listen: &[SocketAddr],
     backlog: i32,
-    node_port: Option<u16>,
+    tls: &Listeners,
+    metrics: Vec<(RawFd, glommio::task::JoinHandle<()>)>,
     listening: impl FnOnce(),
 ) -> std::io::Result<()> {
     if core.index == 0 {
         log::notice(&format!("Client sockets on corekv's own io_uring per shard ({})", ring.setup));
     }
     for addr in listen {
-        ring.listen(listen_socket(*addr, backlog, true)?.into(), Port::Client as usize);
-        if let Some(port) = node_port {
-            ring.listen(listen_socket(SocketAddr::new(addr.ip(), port), backlog, false)?.into(), Port::Node as usize);
+        for (at, port, shared, config) in tls.sockets(*addr) {
+            let tag = port as usize | if config.is_some() { TLS_TAG } else { 0 };
+            ring.listen(listen_socket(at, backlog, shared)?.into(), tag);
         }
     }
     let serving = core.clone();
+    let config = tls.config.clone();
     ring.on_accept(move |stream, tag| {
-        let port = if tag == Port::Node as usize { Port::Node } else { Port::Client };
-        let fut = conn::serve(serving.clone(), ClientStream::Ring(stream), port);
-        glommio::spawn_local(fut).detach();
+        let port = if tag & !TLS_TAG == Port::Node as usize { Port::Node } else { Port::Client };
+        let tls = if tag & TLS_TAG != 0 { config.clone() } else { None };
+        spawn_conn(serving.clone(), ClientStream::Ring(stream), port, tls);
     });
     let clocked = core.clone();
     ring.on_turn(move |busy| clocked.turn_clock.set(busy.then(|| (shard::unix_ms(), Instant::now()))));
     let driver = glommio::spawn_local(ring.clone().drive()).detach();
     listening();
     cron(core.clone()).await;
+    stop_listening(metrics).await;
     ring.stop();
     close_connections(&core).await;
     let reaped = futures_lite::future::or(async { driver.await.is_some() }, async {

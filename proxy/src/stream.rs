@@ -1,7 +1,9 @@
 //! A client socket, whichever side drives it: glommio's reactor (the
-//! default) or this core's own ring (`client-ring yes`).
+//! default) or this core's own ring (`client-ring yes`), and TLS over
+//! either (`tls-port`; the replica link with `tls-replication`).
 
 use crate::ring::stream::RingStream;
+use crate::tls::stream::TlsStream;
 use futures_lite::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
 use std::net::SocketAddr;
@@ -12,6 +14,7 @@ use std::task::{Context, Poll};
 pub enum ClientStream {
     Reactor(TcpStream),
     Ring(RingStream),
+    Tls(Box<TlsStream<ClientStream>>),
 }
 
 impl ClientStream {
@@ -19,6 +22,7 @@ impl ClientStream {
         match self {
             ClientStream::Reactor(s) => s.as_raw_fd(),
             ClientStream::Ring(s) => s.as_raw_fd(),
+            ClientStream::Tls(s) => s.get_ref().fd(),
         }
     }
 
@@ -81,6 +85,7 @@ impl AsyncRead for ClientStream {
         match self.get_mut() {
             ClientStream::Reactor(s) => Pin::new(s).poll_read(cx, buf),
             ClientStream::Ring(s) => Pin::new(s).poll_read(cx, buf),
+            ClientStream::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
         }
     }
 }
@@ -90,6 +95,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Reactor(s) => Pin::new(s).poll_write(cx, buf),
             ClientStream::Ring(s) => Pin::new(s).poll_write(cx, buf),
+            ClientStream::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
         }
     }
 
@@ -97,6 +103,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Reactor(s) => Pin::new(s).poll_flush(cx),
             ClientStream::Ring(s) => Pin::new(s).poll_flush(cx),
+            ClientStream::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
         }
     }
 
@@ -104,6 +111,7 @@ impl AsyncWrite for ClientStream {
         match self.get_mut() {
             ClientStream::Reactor(s) => Pin::new(s).poll_close(cx),
             ClientStream::Ring(s) => Pin::new(s).poll_close(cx),
+            ClientStream::Tls(s) => Pin::new(&mut **s).poll_close(cx),
         }
     }
 }

@@ -120,6 +120,94 @@ pub struct Config {
     pub maxmemory_eviction_tenacity: u64,
     pub lfu_log_factor: u64,
     pub lfu_decay_time: u64,
+    /// `tls-*`: the TLS listener, certificates, and where TLS is used.
+    pub tls: TlsSettings,
+    /// Prometheus text exposition on `GET /metrics` (0: off).
+    pub metrics_port: u16,
+}
+
+/// Redis's `tls-*` settings (names and defaults of Redis 7.0); files are
+/// read and checked at start (proxy/src/tls/).
+#[derive(Clone, Debug)]
+pub struct TlsSettings {
+    /// A TLS listener on every core (0: none).
+    pub port: u16,
+    pub cert_file: String,
+    pub key_file: String,
+    pub key_file_pass: String,
+    /// The replication link's own certificate; empty: `cert_file`.
+    pub client_cert_file: String,
+    pub client_key_file: String,
+    pub client_key_file_pass: String,
+    pub ca_cert_file: String,
+    pub ca_cert_dir: String,
+    pub auth_clients: TlsAuthClients,
+    /// "TLSv1.2 TLSv1.3" when empty.
+    pub protocols: String,
+    /// TLSv1.2 cipher list (OpenSSL names); empty: rustls's.
+    pub ciphers: String,
+    /// TLSv1.3 cipher suites (OpenSSL names); empty: rustls's.
+    pub ciphersuites: String,
+    pub prefer_server_ciphers: bool,
+    pub session_caching: bool,
+    pub session_cache_size: u64,
+    pub session_cache_timeout: u64,
+    /// The link to a primary speaks TLS.
+    pub replication: bool,
+    /// Cluster modes: the nodes' ports (per-core node ports; the emulated
+    /// node's announced port) speak TLS.
+    pub cluster: bool,
+}
+
+impl Default for TlsSettings {
+    fn default() -> Self {
+        TlsSettings {
+            port: 0,
+            cert_file: String::new(),
+            key_file: String::new(),
+            key_file_pass: String::new(),
+            client_cert_file: String::new(),
+            client_key_file: String::new(),
+            client_key_file_pass: String::new(),
+            ca_cert_file: String::new(),
+            ca_cert_dir: String::new(),
+            auth_clients: TlsAuthClients::Yes,
+            protocols: String::new(),
+            ciphers: String::new(),
+            ciphersuites: String::new(),
+            prefer_server_ciphers: false,
+            session_caching: true,
+            session_cache_size: 20 * 1024,
+            session_cache_timeout: 300,
+            replication: false,
+            cluster: false,
+        }
+    }
+}
+
+impl TlsSettings {
+    /// TLS is needed at all: a listener, the replica link or cluster ports.
+    pub fn used(&self) -> bool {
+        self.port != 0 || self.replication || self.cluster
+    }
+}
+
+/// `tls-auth-clients`: whether a client must present a certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsAuthClients {
+    No,
+    Yes,
+    Optional,
+}
+
+impl TlsAuthClients {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsAuthClients::No => "no",
+            TlsAuthClients::Yes => "yes",
+            TlsAuthClients::Optional => "optional",
+        }
+    }
 }
 
 /// Codec of the replica output buffer's blocks.
@@ -320,6 +408,8 @@ impl Default for Config {
             maxmemory_eviction_tenacity: 10,
             lfu_log_factor: 10,
             lfu_decay_time: 1,
+            tls: TlsSettings::default(),
+            metrics_port: 0,
         }
     }
 }
@@ -649,6 +739,50 @@ pub static PARAMS: &[Param] = &[
         int_in(v, 0, i32::MAX as i64)? as u64),
     param!("client-ring-sqpoll", false, |c| c.client_ring_sqpoll_ms.to_string(), |c, v| c.client_ring_sqpoll_ms =
         int_in(v, 0, 60_000)? as u32),
+    // TLS (proxy/src/tls/): read at start only.
+    param!("tls-port", false, |c| c.tls.port.to_string(), |c, v| c.tls.port = int_in(v, 0, 65535)? as u16),
+    param!("tls-cert-file", false, |c| c.tls.cert_file.clone(), |c, v| c.tls.cert_file = one(v)?.to_string()),
+    param!("tls-key-file", false, |c| c.tls.key_file.clone(), |c, v| c.tls.key_file = one(v)?.to_string()),
+    param!("tls-key-file-pass", false, |c| c.tls.key_file_pass.clone(), |c, v| c.tls.key_file_pass =
+        one(v)?.to_string()),
+    param!("tls-client-cert-file", false, |c| c.tls.client_cert_file.clone(), |c, v| c.tls.client_cert_file =
+        one(v)?.to_string()),
+    param!("tls-client-key-file", false, |c| c.tls.client_key_file.clone(), |c, v| c.tls.client_key_file =
+        one(v)?.to_string()),
+    param!("tls-client-key-file-pass", false, |c| c.tls.client_key_file_pass.clone(), |c, v| c
+        .tls
+        .client_key_file_pass =
+        one(v)?.to_string()),
+    param!("tls-ca-cert-file", false, |c| c.tls.ca_cert_file.clone(), |c, v| c.tls.ca_cert_file = one(v)?.to_string()),
+    param!("tls-ca-cert-dir", false, |c| c.tls.ca_cert_dir.clone(), |c, v| c.tls.ca_cert_dir = one(v)?.to_string()),
+    param!("tls-auth-clients", false, |c| c.tls.auth_clients.name().into(), |c, v| {
+        c.tls.auth_clients = match one(v)?.to_ascii_lowercase().as_str() {
+            "no" => TlsAuthClients::No,
+            "yes" => TlsAuthClients::Yes,
+            "optional" => TlsAuthClients::Optional,
+            _ => return Err("argument(s) must be one of the following: no, yes, optional".into()),
+        }
+    }),
+    param!("tls-protocols", false, |c| c.tls.protocols.clone(), |c, v| c.tls.protocols = v.join(" ")),
+    param!("tls-ciphers", false, |c| c.tls.ciphers.clone(), |c, v| c.tls.ciphers = one(v)?.to_string()),
+    param!("tls-ciphersuites", false, |c| c.tls.ciphersuites.clone(), |c, v| c.tls.ciphersuites = one(v)?.to_string()),
+    param!("tls-prefer-server-ciphers", false, |c| show_yes_no(c.tls.prefer_server_ciphers), |c, v| c
+        .tls
+        .prefer_server_ciphers =
+        yes_no(v)?),
+    param!("tls-session-caching", false, |c| show_yes_no(c.tls.session_caching), |c, v| c.tls.session_caching =
+        yes_no(v)?),
+    param!("tls-session-cache-size", false, |c| c.tls.session_cache_size.to_string(), |c, v| c
+        .tls
+        .session_cache_size =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("tls-session-cache-timeout", false, |c| c.tls.session_cache_timeout.to_string(), |c, v| c
+        .tls
+        .session_cache_timeout =
+        int_in(v, 0, i32::MAX as i64)? as u64),
+    param!("tls-replication", false, |c| show_yes_no(c.tls.replication), |c, v| c.tls.replication = yes_no(v)?),
+    param!("tls-cluster", false, |c| show_yes_no(c.tls.cluster), |c, v| c.tls.cluster = yes_no(v)?),
+    param!("metrics-port", false, |c| c.metrics_port.to_string(), |c, v| c.metrics_port = int_in(v, 0, 65535)? as u16),
 ];
 
 /// `host port`, or `no one` for none.

@@ -53,6 +53,9 @@ impl ClusterView {
             return Ok(ClusterView::standalone(shards));
         }
         let ip = announce_ip(config)?;
+        // tls-cluster: the emulated node is announced at the TLS port.
+        let tls_node = config.tls.cluster && config.tls.port != 0 && config.cluster_mode == ClusterMode::Emulated;
+        let port = if tls_node { config.tls.port } else { port };
         let base = if config.cluster_port_base != 0 { config.cluster_port_base } else { port.saturating_add(1) };
         let per_core = config.cluster_mode == ClusterMode::PerCore;
         let topology = match file_text {

@@ -16,7 +16,7 @@ mod persistence;
 mod replication;
 pub mod reply;
 mod scripting;
-mod server;
+pub mod server;
 mod set;
 pub mod transactions;
 mod zset;

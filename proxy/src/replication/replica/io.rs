@@ -2,14 +2,19 @@
 //! least every `TICK`, so the link notices a new REPLICAOF, a shutdown,
 //! its ACK timer and `repl-timeout` without a second task.
 
+use crate::stream::ClientStream;
+use crate::tls::settings::server_name;
+use crate::tls::stream::TlsStream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub const TICK: Duration = Duration::from_millis(100);
 
 pub struct LinkIo {
-    pub stream: TcpStream,
+    /// The socket, or TLS over it (`tls-replication yes`).
+    pub stream: ClientStream,
     /// Bytes read and not yet taken: `buf[start..]`.
     buf: Vec<u8>,
     start: usize,
@@ -23,9 +28,29 @@ pub enum Read {
 }
 
 impl LinkIo {
-    pub fn new(stream: TcpStream) -> std::io::Result<Self> {
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(TICK))?;
+    /// The link over `stream`; with `tls` (`tls-replication yes`), after
+    /// a TLS handshake with the primary at `host`, done by `deadline`.
+    pub async fn new(
+        stream: TcpStream,
+        tls: Option<(Arc<rustls::ClientConfig>, &str)>,
+        deadline: Instant,
+    ) -> Result<Self, String> {
+        let failed = |e: std::io::Error| format!("Unable to connect to MASTER: {e}");
+        stream.set_nodelay(true).map_err(|e| failed(e.into()))?;
+        stream.set_read_timeout(Some(TICK)).map_err(|e| failed(e.into()))?;
+        let mut stream = ClientStream::Reactor(stream);
+        if let Some((config, host)) = tls {
+            let mut tls = TlsStream::client(stream, config, server_name(host)).map_err(failed)?;
+            loop {
+                // Reads wake every TICK with a timeout: keep going until the deadline.
+                match tls.handshake().await {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut && Instant::now() < deadline => {}
+                    Err(e) => return Err(failed(e)),
+                }
+            }
+            stream = ClientStream::Tls(Box::new(tls));
+        }
         Ok(LinkIo { stream, buf: Vec::new(), start: 0 })
     }
 

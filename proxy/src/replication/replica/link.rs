@@ -61,7 +61,11 @@ async fn session(core: &Rc<Core>, host: &str, port: u16, generation: u64) -> Res
     let stream = TcpStream::connect_timeout((host, port), timeout)
         .await
         .map_err(|e| format!("Unable to connect to MASTER: {e}"))?;
-    let mut io = LinkIo::new(stream).map_err(|e| format!("Unable to connect to MASTER: {e}"))?;
+    let tls = match core.config().tls.replication {
+        true => Some(crate::tls::settings::client_config(&core.config().tls)?),
+        false => None,
+    };
+    let mut io = LinkIo::new(stream, tls.map(|c| (c, host)), Instant::now() + timeout).await?;
     log::notice("MASTER <-> REPLICA sync started");
     handshake(core, &mut io, timeout).await?;
     let (replid, offset, synced) = {
@@ -125,7 +129,9 @@ async fn handshake(core: &Core, io: &mut LinkIo, timeout: Duration) -> Result<()
     log::notice("Master replied to PING, replication can continue...");
     let (user, pass, port) = {
         let c = core.config();
-        (c.masteruser.clone(), c.masterauth.clone(), core.process.tcp_port)
+        // As Redis: the port the primary would reach this replica on.
+        let port = if c.tls.replication && c.tls.port != 0 { c.tls.port } else { core.process.tcp_port };
+        (c.masteruser.clone(), c.masterauth.clone(), port)
     };
     if !pass.is_empty() {
         let reply = match user.is_empty() {
