@@ -346,5 +346,124 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512), chunks in proptest::collection::vec(1usize..64, 1..4)) {
             let _ = parse_all(&bytes, &chunks, &OPEN);
         }
+
+        /// Resumable: whatever the input (valid or not, under any limits), any
+        /// split of it parses to the same commands and the same error as the
+        /// whole of it at once.
+        #[test]
+        fn any_split_of_any_input_matches_the_whole(
+            input in request_bytes(),
+            chunks in proptest::collection::vec(1usize..24, 1..8),
+            max_bulk in prop_oneof![Just(512u64 << 20), 0u64..12],
+            unauthenticated in any::<bool>(),
+        ) {
+            let limits = Limits { proto_max_bulk_len: max_bulk, unauthenticated };
+            prop_assert_eq!(parse_all(&input, &chunks, &limits), parse_all(&input, &[input.len().max(1)], &limits));
+        }
+
+        /// Inline commands (quoted, escaped, blank lines, `\n` or `\r\n`)
+        /// mixed with multibulk ones parse to the words `split_args` sees.
+        #[test]
+        fn inline_and_multibulk_mixed(
+            cmds in proptest::collection::vec((any::<bool>(), proptest::collection::vec(word(), 1..5)), 1..6),
+            chunks in proptest::collection::vec(1usize..17, 1..8),
+        ) {
+            let mut input = Vec::new();
+            for (inline, words) in &cmds {
+                if *inline {
+                    input.extend(inline_line(words));
+                } else {
+                    input.extend(encode(words));
+                }
+            }
+            let (got, e) = parse_all(&input, &chunks, &OPEN);
+            prop_assert_eq!(e, None);
+            prop_assert_eq!(got, cmds.into_iter().map(|(_, w)| w).collect::<Vec<_>>());
+        }
+
+        /// Redis's limits: a bulk longer than proto-max-bulk-len, and before
+        /// AUTH a multibulk over 10 arguments or a bulk over 16 KiB, is a
+        /// protocol error, whichever way the bytes arrive; anything within
+        /// them parses.
+        #[test]
+        fn limits_hold_at_any_split(
+            argc in 1usize..14,
+            len in prop_oneof![0usize..40, 16380usize..16390],
+            max_bulk in prop_oneof![0u64..40, Just(512u64 << 20)],
+            unauthenticated in any::<bool>(),
+            chunks in proptest::collection::vec(1usize..4096, 1..4),
+        ) {
+            let cmd: Vec<Vec<u8>> = (0..argc).map(|i| vec![b'a' + i as u8; len]).collect();
+            let limits = Limits { proto_max_bulk_len: max_bulk, unauthenticated };
+            let (got, e) = parse_all(&encode(&cmd), &chunks, &limits);
+            let expected = if unauthenticated && argc > 10 {
+                Some("ERR Protocol error: unauthenticated multibulk length")
+            } else if len as u64 > max_bulk {
+                Some("ERR Protocol error: invalid bulk length")
+            } else if unauthenticated && len > 16384 {
+                Some("ERR Protocol error: unauthenticated bulk length")
+            } else {
+                None
+            };
+            let e = e.map(|e| String::from_utf8(e).unwrap());
+            prop_assert_eq!(e.as_deref(), expected);
+            if expected.is_none() {
+                prop_assert_eq!(got, vec![cmd]);
+            }
+        }
+    }
+
+    /// A word an inline line can carry: plain, or needing quotes.
+    fn word() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(prop_oneof![b'a'..=b'z', b'0'..=b'9', Just(b'-')], 1..8),
+            proptest::collection::vec(any::<u8>(), 0..8),
+        ]
+    }
+
+    /// One inline line for `words`: plain words bare, the rest in double
+    /// quotes with Redis's escapes; `\r\n` or a bare `\n` at the end.
+    fn inline_line(words: &[Vec<u8>]) -> Vec<u8> {
+        let mut line = Vec::new();
+        for w in words {
+            let bare = !w.is_empty() && w.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'-');
+            if bare {
+                line.extend_from_slice(w);
+            } else {
+                line.push(b'"');
+                for &b in w {
+                    match b {
+                        b'"' | b'\\' => line.extend_from_slice(&[b'\\', b]),
+                        b' '..=b'~' => line.push(b),
+                        _ => line.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+                    }
+                }
+                line.push(b'"');
+            }
+            line.push(b' ');
+        }
+        line.extend_from_slice(if words.len() % 2 == 0 { b"\r\n" } else { b"\n" });
+        line
+    }
+
+    /// Request-shaped bytes: valid frames, inline lines and damaged
+    /// pieces of both.
+    fn request_bytes() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..6), 0..4).prop_map(|c| encode(&c)),
+            proptest::collection::vec(word(), 0..3).prop_map(|w| inline_line(&w)),
+            prop_oneof![
+                Just(b"*".to_vec()),
+                Just(b"$".to_vec()),
+                Just(b"\r\n".to_vec()),
+                Just(b"*-1\r\n".to_vec()),
+                Just(b"*3\r\n".to_vec()),
+                Just(b"$-1\r\n".to_vec()),
+                Just(b"$100\r\n".to_vec()),
+                Just(b"\"".to_vec()),
+            ],
+            proptest::collection::vec(any::<u8>(), 0..8),
+        ];
+        proptest::collection::vec(piece, 0..8).prop_map(|p| p.concat())
     }
 }
