@@ -115,7 +115,7 @@ pub async fn exposition(core: &Rc<Core>) -> String {
         r.hops_sent as f64
     });
     per_shard(&mut out, "corekv_memory_used_bytes", "gauge", "Bytes allocated by the shard's thread.", &|r| {
-        r.allocated.max(0) as f64
+        shard::memory::shard_used(r.index) as f64
     });
     per_shard(&mut out, "corekv_cpu_user_seconds_total", "counter", "User CPU time of the shard's thread.", &|r| {
         r.cpu_user

@@ -51,6 +51,8 @@ impl ClientStream {
         match self {
             ClientStream::Reactor(_) => true,
             ClientStream::Ring(s) => std::future::poll_fn(|cx| s.poll_readable(cx)).await,
+            // rustls may hold decrypted input already: read at once.
+            ClientStream::Tls(_) => true,
         }
     }
 
@@ -59,6 +61,7 @@ impl ClientStream {
         match self {
             ClientStream::Reactor(_) => 0,
             ClientStream::Ring(s) => s.pending_output(),
+            ClientStream::Tls(s) => s.get_ref().pending_output(),
         }
     }
 

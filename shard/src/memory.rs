@@ -86,7 +86,7 @@ pub fn register_shard(index: usize, count: usize) {
 }
 
 /// Net bytes allocated by shard `index`'s thread (never below 0).
-fn shard_used(index: usize) -> u64 {
+pub fn shard_used(index: usize) -> u64 {
     match SHARD_SLOTS[index].load(Relaxed) {
         0 => 0,
         s => COUNTERS[s - 1].0.load(Relaxed).max(0) as u64,
