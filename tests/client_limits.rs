@@ -110,8 +110,12 @@ fn cross_shard_slow_reader_is_cut_at_its_hard_limit() {
     let (mut stream, key) = slow_reader(&server, true);
     pipeline_gets(&mut stream, &key, 4000);
     assert!(closed_within(&mut stream, Duration::from_secs(20)), "the slow reader was not closed");
-    let line = wait_for_log(&server, "scheduled to be closed ASAP for overcoming of output buffer limits.", Duration::from_secs(5))
-        .expect("Redis's log line");
+    let line = wait_for_log(
+        &server,
+        "scheduled to be closed ASAP for overcoming of output buffer limits.",
+        Duration::from_secs(5),
+    )
+    .expect("Redis's log line");
     assert!(line.contains("Client id="), "{line}");
     // The server is fine and the others' connections too.
     assert_eq!(server.raw().cmd(&[b"PING"]), Value::Simple(b"PONG".to_vec()));
@@ -185,9 +189,8 @@ fn client_list_shows_a_lagging_readers_buffers() {
     assert!(field("qbuf=") > 0, "{list}");
     assert!(field("tot-mem=") > field("omem="), "{list}");
     let info = text(status.cmd(&[b"INFO", b"clients"]));
-    let recent = |name: &str| -> u64 {
-        info.lines().find_map(|l| l.strip_prefix(name)).unwrap().trim().parse().unwrap()
-    };
+    let recent =
+        |name: &str| -> u64 { info.lines().find_map(|l| l.strip_prefix(name)).unwrap().trim().parse().unwrap() };
     assert!(recent("client_recent_max_output_buffer:") > 0, "{info}");
     assert!(recent("client_recent_max_input_buffer:") > 0, "{info}");
 }
@@ -211,8 +214,9 @@ fn query_buffer_limit_is_exact() {
     // One byte more: closed, with Redis's log line.
     raw.send(b"x");
     assert!(raw.closed());
-    let line = wait_for_log(&server, "Closing client that reached max query buffer length: id=", Duration::from_secs(5))
-        .expect("Redis's log line");
+    let line =
+        wait_for_log(&server, "Closing client that reached max query buffer length: id=", Duration::from_secs(5))
+            .expect("Redis's log line");
     assert!(line.contains(&format!("qbuf={}", limit + 1)), "{line}");
     assert!(line.contains("(qbuf initial bytes: \"*3\\r\\n$3\\r\\nSET"), "{line}");
 }
