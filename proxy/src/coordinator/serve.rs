@@ -40,7 +40,9 @@ pub fn serve(
                             // behind us on it).
                             let (me, ticket) = (core.clone(), env.ticket);
                             glommio::spawn_local(async move {
-                                if let (false, Some((keys, whole)), Some(unit)) = (locked, batch.lock.as_deref(), batch.unit) {
+                                if let (false, Some((keys, whole)), Some(unit)) =
+                                    (locked, batch.lock.as_deref(), batch.unit)
+                                {
                                     until(&me.locks, |t| !t.try_lock(unit, keys, *whole)).await;
                                     locked_here(&me, unit, keys, *whole);
                                 }
