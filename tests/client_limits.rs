@@ -341,3 +341,48 @@ fn ulimit_256_refuses_extra_clients_and_does_not_spin_the_log() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn replies_fetched_in_rounds_keep_request_order() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut raw = server.raw();
+    let id = int(raw.cmd(&[b"CLIENT", b"ID"]));
+    let core = ((id - 1) % 2) as usize;
+    let key_on = |remote: bool, n: usize| {
+        (0..)
+            .map(|i| format!("k{n}:{i}").into_bytes())
+            .find(|k| (key_slot(k) as usize * 2 / SLOTS == core) != remote)
+            .unwrap()
+    };
+    let (far, near) = (key_on(true, 0), key_on(false, 1));
+    // Values past the owner's reply cap, so a batch is cut every few ops.
+    let value = |tag: u8, i: usize| {
+        let mut v = vec![tag; 300_000];
+        v[..8].copy_from_slice(format!("{i:08}").as_bytes());
+        v
+    };
+    let mut request = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..40 {
+        let (a, b) = (value(b'a', i), value(b'b', i));
+        request.extend(Raw::encode(&[b"SET", &far, &a]));
+        expected.push(Value::Simple(b"OK".to_vec()));
+        request.extend(Raw::encode(&[b"SET", &near, &b]));
+        expected.push(Value::Simple(b"OK".to_vec()));
+        request.extend(Raw::encode(&[b"GET", &far]));
+        expected.push(Value::Bulk(a.clone()));
+        request.extend(Raw::encode(&[b"MGET", &near, &far, &near]));
+        expected.push(Value::Array(vec![Value::Bulk(b.clone()), Value::Bulk(a.clone()), Value::Bulk(b.clone())]));
+        request.extend(Raw::encode(&[b"APPEND", &far, b"!"]));
+        expected.push(Value::Int(300_001));
+        request.extend(Raw::encode(&[b"STRLEN", &far]));
+        expected.push(Value::Int(300_001));
+    }
+    let mut writer = raw.stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || writer.write_all(&request).unwrap());
+    for (n, want) in expected.into_iter().enumerate() {
+        let got = raw.read().expect("a reply");
+        assert!(got == want, "reply {n} out of order or wrong");
+    }
+    sender.join().unwrap();
+}
