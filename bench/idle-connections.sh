@@ -33,6 +33,10 @@ PY
 measure() { # name pid port
   local name=$1 pid=$2 port=$3
   sleep 1
+  # Warm-up: 1000 connections opened and closed, so the baseline includes
+  # what any first client makes resident (both servers alike).
+  echo | python3 "$DIR/hold.py" "$port" 1000 1 >/dev/null
+  sleep 1
   local before; before=$(rss_kb "$pid")
   coproc HOLD { python3 "$DIR/hold.py" "$port" "$N" "${PING:-1}"; }
   read -r _ <&"${HOLD[0]}"

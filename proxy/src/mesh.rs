@@ -44,7 +44,7 @@ pub struct Batch {
     /// Locks `unit` takes here before the commands run (keys, whole shard):
     /// the last shard of a unit is locked by its first batch, saving a
     /// round trip.
-    pub lock: Option<(Vec<DbKey>, bool)>,
+    pub lock: Option<Box<(Vec<DbKey>, bool)>>,
     /// The first op still to run: a batch the owner cut short at
     /// [`REPLY_CAP`] comes back and is sent again from here.
     pub first: u32,

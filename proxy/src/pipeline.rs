@@ -191,7 +191,7 @@ impl Pipeline {
             if first_round {
                 batch.unit = self.unit;
                 if self.lock_with.as_ref().is_some_and(|(s, ..)| *s == shard) {
-                    batch.lock = self.lock_with.take().map(|(_, keys, whole)| (keys, whole));
+                    batch.lock = self.lock_with.take().map(|(_, keys, whole)| Box::new((keys, whole)));
                 }
                 CoreStats::add(&core.stats.hops_sent, 1);
                 CoreStats::add(&core.stats.remote_commands, batch.ops.len() as u64);

@@ -96,11 +96,13 @@ pub async fn wait(
     let mut timer = w.deadline.map(|d| Box::pin(glommio::timer::sleep(d.saturating_duration_since(Instant::now()))));
     let limit = conn.core.config().client_query_buffer_limit as usize;
     let outcome = loop {
+        // The query buffer limit, exact as in conn.rs: grown up to one
+        // byte past it, closed once past.
+        if *filled > limit {
+            break None;
+        }
         if *filled == buf.len() {
-            if buf.len() >= limit {
-                break None;
-            }
-            buf.resize(buf.len() * 2, 0);
+            buf.resize((buf.len() * 2).min(limit.saturating_add(1)).max(*filled + 1), 0);
         }
         let event = futures_lite::future::poll_fn(|cx| {
             for (i, (_, _, t)) in w.waits.iter_mut().enumerate() {

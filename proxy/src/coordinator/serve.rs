@@ -24,7 +24,7 @@ pub fn serve(
                 let body = match env.body {
                     Request::Batch(batch) => {
                         let mut reply = BatchReply::for_batch(&batch);
-                        let locked = match (&batch.lock, batch.unit) {
+                        let locked = match (batch.lock.as_deref(), batch.unit) {
                             (Some((keys, whole)), Some(unit)) => {
                                 let locked = core.locks.borrow_mut().try_lock(unit, keys, *whole);
                                 if locked {
@@ -40,7 +40,9 @@ pub fn serve(
                             // behind us on it).
                             let (me, ticket) = (core.clone(), env.ticket);
                             glommio::spawn_local(async move {
-                                if let (false, Some((keys, whole)), Some(unit)) = (locked, &batch.lock, batch.unit) {
+                                if let (false, Some((keys, whole)), Some(unit)) =
+                                    (locked, batch.lock.as_deref(), batch.unit)
+                                {
                                     until(&me.locks, |t| !t.try_lock(unit, keys, *whole)).await;
                                     locked_here(&me, unit, keys, *whole);
                                 }

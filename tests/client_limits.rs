@@ -1,0 +1,388 @@
+//! A client connection's memory, bounded and visible: output buffer limits
+//! (a slow reader of another shard's values included), backpressure on
+//! remote replies, the exact query buffer limit, CLIENT LIST's memory
+//! fields, the memory of idle connections against redis-server's, and
+//! `ulimit -n` as Redis handles it.
+
+mod common;
+
+use common::{Raw, Redis, Server};
+use proxy::resp::Value;
+use proxy::slot::{key_slot, SLOTS};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const VALUE: usize = 1 << 20;
+
+fn int(v: Value) -> i64 {
+    match v {
+        Value::Int(n) => n,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
+fn text(v: Value) -> String {
+    match v {
+        Value::Bulk(b) | Value::Simple(b) | Value::Verbatim(b) => String::from_utf8(b).unwrap(),
+        other => panic!("expected text, got {other:?}"),
+    }
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A connection and a
+/// key holding a 1 MB value, owned by the other shard of a two-shard
+/// server when `remote`, by the connection's own shard otherwise.
+fn slow_reader(server: &Server, remote: bool) -> (TcpStream, Vec<u8>) {
+    let mut raw = server.raw();
+    let id = int(raw.cmd(&[b"CLIENT", b"ID"]));
+    // Client ids interleave the cores' sequences: id = seq * cores + core + 1.
+    let core = ((id - 1) % 2) as usize;
+    let key = (0..)
+        .map(|i| format!("key:{i}").into_bytes())
+        .find(|k| (key_slot(k) as usize * 2 / SLOTS == core) != remote)
+        .unwrap();
+    assert_eq!(raw.cmd(&[b"SET", &key, &vec![b'v'; VALUE]]), Value::Simple(b"OK".to_vec()));
+    let stream = raw.stream;
+    stream.set_nonblocking(true).unwrap();
+    (stream, key)
+}
+
+/// Pipelines GETs of `key` without reading a reply until `gets` are sent,
+/// the server stops taking them for a while (its backpressure) or closes
+/// the connection. True when it closed.
+fn pipeline_gets(stream: &mut TcpStream, key: &[u8], gets: usize) -> bool {
+    let one = Raw::encode(&[b"GET", key]);
+    let burst = one.repeat(64);
+    let (mut sent, mut progress) = (0usize, Instant::now());
+    while sent < gets * one.len() && progress.elapsed() < Duration::from_secs(3) {
+        let end = burst.len().min(gets * one.len() - sent);
+        match stream.write(&burst[..end]) {
+            Ok(n) => {
+                sent += n;
+                progress = Instant::now();
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(10)),
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// Reads until the server closes the connection (within `within`).
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let deadline = Instant::now() + within;
+    let mut chunk = vec![0u8; 1 << 20];
+    while Instant::now() < deadline {
+        match stream.read(&mut chunk) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+fn wait_for_log(server: &Server, needle: &str, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(line) = server.log.lock().unwrap().iter().find(|l| l.contains(needle)) {
+            return Some(line.clone());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn cross_shard_slow_reader_is_cut_at_its_hard_limit() {
+    let server = Server::start(&["--shards", "2", "--client-output-buffer-limit", "normal 2mb 0 0"]);
+    let (mut stream, key) = slow_reader(&server, true);
+    pipeline_gets(&mut stream, &key, 4000);
+    assert!(closed_within(&mut stream, Duration::from_secs(20)), "the slow reader was not closed");
+    let line = wait_for_log(
+        &server,
+        "scheduled to be closed ASAP for overcoming of output buffer limits.",
+        Duration::from_secs(5),
+    )
+    .expect("Redis's log line");
+    assert!(line.contains("Client id="), "{line}");
+    // The server is fine and the others' connections too.
+    assert_eq!(server.raw().cmd(&[b"PING"]), Value::Simple(b"PONG".to_vec()));
+}
+
+#[test]
+fn slow_reader_is_cut_after_its_soft_limit_seconds() {
+    let server = Server::start(&["--shards", "2", "--client-output-buffer-limit", "normal 0 1mb 1"]);
+    let (mut stream, key) = slow_reader(&server, true);
+    pipeline_gets(&mut stream, &key, 4000);
+    assert!(closed_within(&mut stream, Duration::from_secs(20)), "the slow reader was not closed");
+    assert!(wait_for_log(&server, "for overcoming of output buffer limits", Duration::from_secs(5)).is_some());
+}
+
+#[test]
+fn cross_shard_slow_reader_without_limit_keeps_memory_bounded() {
+    let server = Server::start(&["--shards", "2"]);
+    let pid = server.child.id();
+    let (mut stream, key) = slow_reader(&server, true);
+    let before = rss_kb(pid);
+    // 4000 GETs of 1 MB: 4 GB of replies if they were all buffered.
+    assert!(!pipeline_gets(&mut stream, &key, 4000));
+    let mut status = server.raw();
+    let list = text(status.cmd(&[b"CLIENT", b"LIST"]));
+    let grown_mb = rss_kb(pid).saturating_sub(before) / 1024;
+    assert!(grown_mb < 100, "RSS grew by {grown_mb} MB for one slow reader");
+    let omem: u64 = list
+        .lines()
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("omem=")))
+        .map(|v| v.parse::<u64>().unwrap())
+        .max()
+        .unwrap();
+    assert!(omem > 0, "CLIENT LIST shows no output memory for a lagging reader: {list}");
+    // Once the client reads, every reply arrives, in order and whole.
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut reader = BufReader::with_capacity(1 << 20, stream.try_clone().unwrap());
+    stream.write_all(b"PING\r\n").unwrap();
+    let mut replies = 0;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line == "+PONG\r\n" {
+            break;
+        }
+        assert_eq!(line, format!("${VALUE}\r\n"));
+        let mut value = vec![0u8; VALUE + 2];
+        reader.read_exact(&mut value).unwrap();
+        assert!(value[..VALUE].iter().all(|&b| b == b'v'));
+        replies += 1;
+    }
+    assert!(replies > 0);
+}
+
+#[test]
+fn client_list_shows_a_lagging_readers_buffers() {
+    let server = Server::start(&["--shards", "2"]);
+    let (mut stream, key) = slow_reader(&server, false);
+    assert!(!pipeline_gets(&mut stream, &key, 2000));
+    let mut status = server.raw();
+    let list = text(status.cmd(&[b"CLIENT", b"LIST"]));
+    let field = |name: &str| -> u64 {
+        list.lines()
+            .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix(name)))
+            .map(|v| v.parse::<u64>().unwrap())
+            .max()
+            .unwrap()
+    };
+    assert!(field("omem=") > 0, "{list}");
+    assert!(field("qbuf=") > 0, "{list}");
+    assert!(field("tot-mem=") > field("omem="), "{list}");
+    let info = text(status.cmd(&[b"INFO", b"clients"]));
+    let recent =
+        |name: &str| -> u64 { info.lines().find_map(|l| l.strip_prefix(name)).unwrap().trim().parse().unwrap() };
+    assert!(recent("client_recent_max_output_buffer:") > 0, "{info}");
+    assert!(recent("client_recent_max_input_buffer:") > 0, "{info}");
+}
+
+#[test]
+fn query_buffer_limit_is_exact() {
+    let limit = 1 << 20;
+    let server = Server::start(&["--client-query-buffer-limit", "1mb"]);
+    let mut raw = server.raw();
+    let header = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5000000\r\n".to_vec();
+    raw.send(&header);
+    raw.send(&vec![b'x'; limit - header.len()]);
+    // Exactly at the limit: still open.
+    assert_eq!(server.raw().cmd(&[b"PING"]), Value::Simple(b"PONG".to_vec()));
+    std::thread::sleep(Duration::from_millis(300));
+    raw.stream.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    assert!(matches!(raw.stream.read(&mut b), Err(e) if e.kind() == ErrorKind::WouldBlock));
+    assert!(!server.log.lock().unwrap().iter().any(|l| l.contains("max query buffer length")));
+    raw.stream.set_nonblocking(false).unwrap();
+    // One byte more: closed, with Redis's log line.
+    raw.send(b"x");
+    assert!(raw.closed());
+    let line =
+        wait_for_log(&server, "Closing client that reached max query buffer length: id=", Duration::from_secs(5))
+            .expect("Redis's log line");
+    assert!(line.contains(&format!("qbuf={}", limit + 1)), "{line}");
+    assert!(line.contains("(qbuf initial bytes: \"*3\\r\\n$3\\r\\nSET"), "{line}");
+}
+
+/// RSS growth per connection of `pid` for `n` connections that each sent a
+/// PING and got its answer.
+fn per_connection_bytes(pid: u32, port: u16, n: usize) -> u64 {
+    std::thread::sleep(Duration::from_millis(500));
+    let before = rss_kb(pid);
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"PING\r\n").unwrap();
+        conns.push(s);
+    }
+    for s in &mut conns {
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut b = [0u8; 7];
+        s.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"+PONG\r\n");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    rss_kb(pid).saturating_sub(before) * 1024 / n as u64
+}
+
+#[test]
+fn ten_thousand_idle_connections_cost_at_most_twice_redis() {
+    const N: usize = 10_000;
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: get/setrlimit on this test process, with a struct we own.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+        limit.rlim_cur = limit.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    }
+    if limit.rlim_cur < N as u64 + 500 {
+        eprintln!("skipped: RLIMIT_NOFILE hard limit {} is below {}", limit.rlim_max, N + 500);
+        return;
+    }
+    let maxclients = (N + 100).to_string();
+    let redis = Redis::start_with(&["--maxclients", &maxclients]);
+    let redis_pid = redis_pid(redis.port);
+    let redis_bytes = per_connection_bytes(redis_pid, redis.port, N);
+    drop(redis);
+    let corekv = Server::start(&["--shards", "2", "--maxclients", &maxclients]);
+    let corekv_bytes = per_connection_bytes(corekv.child.id(), corekv.port, N);
+    eprintln!("per idle connection: corekv {corekv_bytes} B, redis-server {redis_bytes} B");
+    assert!(corekv_bytes <= 2 * redis_bytes, "corekv {corekv_bytes} B vs redis-server {redis_bytes} B per connection");
+}
+
+/// The pid of the redis-server on `port` (INFO server).
+fn redis_pid(port: u16) -> u32 {
+    let info = text(Raw::connect(port).cmd(&[b"INFO", b"server"]));
+    info.lines().find_map(|l| l.strip_prefix("process_id:")).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn ulimit_256_refuses_extra_clients_and_does_not_spin_the_log() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_corekv"));
+    cmd.args(["--port", "0", "--bind", "127.0.0.1", "--shards", "2", "--save", ""]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    // SAFETY: only setrlimit/prctl in the child before exec (`ulimit -n 256`).
+    unsafe {
+        cmd.pre_exec(|| {
+            let l = libc::rlimit { rlim_cur: 256, rlim_max: 256 };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (stdout, sink) = (child.stdout.take().unwrap(), log.clone());
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(addr) = line.split("Ready to accept connections tcp on ").nth(1) {
+                let _ = tx.send(addr.rsplit(':').next().and_then(|p| p.parse::<u16>().ok()));
+            }
+            sink.lock().unwrap().push(line);
+        }
+    });
+    let port = rx.recv_timeout(Duration::from_secs(30)).unwrap().unwrap();
+    assert!(log.lock().unwrap().iter().any(|l| l.contains("maxclients has been reduced to 224")));
+    let mut conns = Vec::new();
+    for _ in 0..400 {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.write_all(b"PING\r\n");
+        conns.push(s);
+    }
+    let (mut served, mut refused) = (0, 0);
+    for s in &mut conns {
+        let mut reply = Vec::new();
+        let mut b = [0u8; 64];
+        loop {
+            match s.read(&mut b) {
+                Ok(0) => break,
+                Ok(n) => {
+                    reply.extend_from_slice(&b[..n]);
+                    if reply.ends_with(b"\r\n") {
+                        break;
+                    }
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    panic!("a client got no answer and no close (a hang)")
+                }
+                Err(_) => break,
+            }
+        }
+        match &reply[..] {
+            b"+PONG\r\n" => served += 1,
+            b"-ERR max number of clients reached\r\n" | b"" => refused += 1,
+            other => panic!("unexpected reply {:?}", String::from_utf8_lossy(other)),
+        }
+    }
+    assert!(served > 0 && refused > 0, "served {served}, refused {refused}");
+    drop(conns);
+    std::thread::sleep(Duration::from_secs(1));
+    let spinning = log.lock().unwrap().iter().filter(|l| l.contains("Too many open files")).count();
+    assert!(spinning < 20, "{spinning} log lines of EMFILE");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn replies_fetched_in_rounds_keep_request_order() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut raw = server.raw();
+    let id = int(raw.cmd(&[b"CLIENT", b"ID"]));
+    let core = ((id - 1) % 2) as usize;
+    let key_on = |remote: bool, n: usize| {
+        (0..)
+            .map(|i| format!("k{n}:{i}").into_bytes())
+            .find(|k| (key_slot(k) as usize * 2 / SLOTS == core) != remote)
+            .unwrap()
+    };
+    let (far, near) = (key_on(true, 0), key_on(false, 1));
+    // Values past the owner's reply cap, so a batch is cut every few ops.
+    let value = |tag: u8, i: usize| {
+        let mut v = vec![tag; 300_000];
+        v[..8].copy_from_slice(format!("{i:08}").as_bytes());
+        v
+    };
+    let mut request = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..40 {
+        let (a, b) = (value(b'a', i), value(b'b', i));
+        request.extend(Raw::encode(&[b"SET", &far, &a]));
+        expected.push(Value::Simple(b"OK".to_vec()));
+        request.extend(Raw::encode(&[b"SET", &near, &b]));
+        expected.push(Value::Simple(b"OK".to_vec()));
+        request.extend(Raw::encode(&[b"GET", &far]));
+        expected.push(Value::Bulk(a.clone()));
+        request.extend(Raw::encode(&[b"MGET", &near, &far, &near]));
+        expected.push(Value::Array(vec![Value::Bulk(b.clone()), Value::Bulk(a.clone()), Value::Bulk(b.clone())]));
+        request.extend(Raw::encode(&[b"APPEND", &far, b"!"]));
+        expected.push(Value::Int(300_001));
+        request.extend(Raw::encode(&[b"STRLEN", &far]));
+        expected.push(Value::Int(300_001));
+    }
+    let mut writer = raw.stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || writer.write_all(&request).unwrap());
+    for (n, want) in expected.into_iter().enumerate() {
+        let got = raw.read().expect("a reply");
+        assert!(got == want, "reply {n} out of order or wrong");
+    }
+    sender.join().unwrap();
+}
