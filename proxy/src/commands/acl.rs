@@ -66,6 +66,22 @@ pub fn refused(conn: &mut Connection, spec: &'static CommandSpec, args: &Args) -
     }
     let Some(id) = registry().id_of(spec) else { return false };
     let Err(denied) = conn.state.user.check(id, args) else { return false };
+    if conn.state.in_exec {
+        // Redis's execCommand checks again: the rules changed since queuing.
+        let (reason, object, why) = match denied {
+            Denied::Command => {
+                ("command", spec.name.as_bytes().to_vec(), "no permission to execute the command or subcommand")
+            }
+            Denied::Key(i) => ("key", args.get(i).to_vec(), "no permission to touch the specified keys"),
+            Denied::Channel(i) => {
+                ("channel", args.get(i).to_vec(), "no permission to access one of the channels used as arguments")
+            }
+        };
+        let username = conn.state.user.name.clone();
+        log(conn, reason, object, username);
+        conn.error(&format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {why}"));
+        return true;
+    }
     let (reason, object, msg) = match denied {
         Denied::Command => (
             "command",
@@ -105,7 +121,7 @@ fn log(conn: &Connection, reason: &'static str, object: Vec<u8>, username: Vec<u
         .get(conn.state.registry_key)
         .map(|c| c.line(Instant::now()))
         .unwrap_or_default();
-    let context = if conn.state.multi.is_some() { "multi" } else { "toplevel" };
+    let context = if conn.state.multi.is_some() || conn.state.in_exec { "multi" } else { "toplevel" };
     let entry = Entry { count: 1, reason, context, object, username, ctime: shard::unix_ms(), client_info };
     let max = conn.core.config().acllog_max_len as usize;
     conn.core.acl.log.borrow_mut().add(entry, max);
