@@ -400,6 +400,23 @@ where
     }))
 }
 
+/// CONFIG SET requirepass (the default user's password) or
+/// acl-pubsub-default, applied through core 0 as any ACL change.
+pub async fn config_changed(conn: &mut Connection, password: bool) {
+    let (requirepass, all_channels) = {
+        let config = conn.core.config();
+        (config.requirepass.clone(), config.acl_pubsub_default_all)
+    };
+    change(conn, move |users| {
+        if password {
+            users.set_default_password(&requirepass);
+        }
+        users.all_channels_default = all_channels;
+        Ok(((), Vec::new()))
+    })
+    .await;
+}
+
 /// The subcommands that change the table or read every core's log.
 pub async fn run_deferred(conn: &mut Connection, spec: &CommandSpec, args: Args<'_>) {
     match spec.name {
