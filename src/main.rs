@@ -287,6 +287,10 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     for addr in &listen {
         log::notice(&format!("Ready to accept connections tcp on {addr}"));
     }
+    // Again with the port actually bound (the command line may say 0).
+    if let Some(addr) = listen.first() {
+        title::set(&format!("corekv {addr}"));
+    }
     for handle in handles {
         if let Err(e) = handle.join() {
             log::warning(&format!("shard executor ended with an error: {e}"));

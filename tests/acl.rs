@@ -281,7 +281,7 @@ fn passwords_stay_out_of_ps_and_config_dumps() {
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", server.child.id())).unwrap();
     let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
     assert!(!cmdline.contains("secret"), "{cmdline}");
-    assert!(cmdline.starts_with("corekv 127.0.0.1:"), "{cmdline}");
+    assert!(cmdline.starts_with(&format!("corekv 127.0.0.1:{}", server.port)), "{cmdline}");
     let ps = Command::new("ps").args(["-o", "args=", "-p", &server.child.id().to_string()]).output().unwrap();
     let ps = String::from_utf8_lossy(&ps.stdout);
     assert!(ps.contains("corekv") && !ps.contains("secret"), "{ps}");
