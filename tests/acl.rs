@@ -168,6 +168,12 @@ fn key_patterns_and_changes_reach_every_shard() {
         assert!(c.closed(), "a deleted user's connection is closed");
     }
     assert_eq!(admin.cmd_str("PING"), Value::Simple(b"PONG".to_vec()));
+    // A user deleting itself gets its reply, then the connection closes.
+    assert_eq!(admin.cmd_str("ACL SETUSER root on >r +@all ~*"), ok());
+    let mut root = server.raw();
+    assert_eq!(root.cmd_str("AUTH root r"), ok());
+    assert_eq!(root.cmd_str("ACL DELUSER root"), Value::Int(1));
+    assert!(root.closed());
 }
 
 #[test]

@@ -218,7 +218,7 @@ pub fn run_now(conn: &mut Connection, spec: &CommandSpec, args: Args) -> bool {
                 .values()
                 .map(|u| match spec.name {
                     "acl|users" => u.name.clone(),
-                    _ => format!("user {} {}", String::from_utf8_lossy(&u.name), u.describe()).into_bytes(),
+                    _ => [&b"user "[..], &u.name, b" ", u.describe().as_bytes()].concat(),
                 })
                 .collect();
             reply(conn, |r| {
@@ -232,28 +232,27 @@ pub fn run_now(conn: &mut Connection, spec: &CommandSpec, args: Args) -> bool {
         "acl|genpass" => genpass(conn, &args),
         "acl|getuser" => getuser(conn, args.get(2)),
         "acl|dryrun" => dryrun(conn, &args),
-        "acl|save" => {
-            let path = conn.core.config().aclfile.clone();
-            if path.is_empty() {
-                return {
-                    conn.error(NO_ACLFILE);
-                    true
-                };
-            }
-            match conn.core.acl.users().save_file(&path) {
-                Ok(()) => reply(conn, |r| r.ok()),
-                Err(e) => {
-                    crate::log::warning(&format!("Renaming ACL file for ACL SAVE: {}", shard::config::os_reason(&e)));
-                    conn.error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
-                }
-            }
-        }
+        "acl|save" | "acl|load" if conn.core.config().aclfile.is_empty() => conn.error(NO_ACLFILE),
+        "acl|save" => save(conn),
         "acl|log" if args.len() > 3 => syntax_error(conn, &args),
-        "acl|load" if conn.core.config().aclfile.is_empty() => conn.error(NO_ACLFILE),
         "acl|help" => help(conn, ACL_HELP),
         _ => return false,
     }
     true
+}
+
+/// ACL SAVE: this core's copy, which every core shares.
+fn save(conn: &mut Connection) {
+    let path = conn.core.config().aclfile.clone();
+    match conn.core.acl.users().save_file(&path) {
+        Ok(()) => reply(conn, |r| r.ok()),
+        Err(e) => {
+            crate::log::warning(&format!("Writing ACL file for ACL SAVE: {}", shard::config::os_reason(&e)));
+            conn.error(
+                "ERR There was an error trying to save the ACLs. Please check the server logs for more information",
+            )
+        }
+    }
 }
 
 fn cat(conn: &mut Connection, args: &Args) {
