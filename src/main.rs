@@ -330,6 +330,10 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             log::notice(&format!("Metrics on http://{}/metrics", SocketAddr::new(addr.ip(), config.metrics_port)));
         }
     }
+    // Again with the port actually bound (the command line may say 0).
+    if let Some(addr) = listen.first() {
+        title::set(&format!("corekv {addr}"));
+    }
     for handle in handles {
         if let Err(e) = handle.join() {
             log::warning(&format!("shard executor ended with an error: {e}"));

@@ -131,6 +131,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 unrestricted: default_user.unrestricted(),
                 user: default_user,
                 acl_generation: core.acl.generation.get(),
+                in_exec: false,
             },
             now: 0,
             last_cmd: "NULL",

@@ -46,6 +46,7 @@ impl Connection {
         if let Some(q) = &exec.queued {
             let resp3 = self.state.resp3;
             self.pipeline.local(|out| shard::Reply::new(out, resp3).array(q.commands.len()));
+            self.state.in_exec = true;
             for &(spec, first, count) in &q.commands {
                 let args = Args::new(&q.data, &q.ranges[first as usize..(first + count) as usize]);
                 if let Some(deferred) = self.handle(args) {
@@ -63,6 +64,7 @@ impl Connection {
                     }
                 }
             }
+            self.state.in_exec = false;
         }
         transactions::exec_end(self, exec).await;
     }

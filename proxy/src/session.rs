@@ -48,6 +48,8 @@ pub struct ConnState {
     pub acl_generation: u64,
     /// The user may run anything: the router skips the ACL check.
     pub unrestricted: bool,
+    /// EXEC is running the queued commands (ACL's "rules changed" error).
+    pub in_exec: bool,
 }
 
 /// Which listener accepted a connection.
@@ -122,6 +124,7 @@ impl Connection {
                 user: Rc::new(User::default_user()),
                 acl_generation: u64::MAX,
                 unrestricted: true,
+                in_exec: false,
             },
             core,
             now: 0,

@@ -11,3 +11,6 @@ pub mod selector;
 pub mod state;
 pub mod user;
 pub mod users;
+
+#[cfg(test)]
+mod tests;

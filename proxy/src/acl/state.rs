@@ -29,17 +29,6 @@ impl AclState {
         true
     }
 
-    /// CONFIG SET requirepass or acl-pubsub-default, applied by every core
-    /// to its own copy.
-    pub fn apply_config(&self, config: &shard::Config, password: bool) {
-        let mut users = (*self.users()).clone();
-        if password {
-            users.set_default_password(&config.requirepass);
-        }
-        users.all_channels_default = config.acl_pubsub_default_all;
-        self.install(users, self.generation.get() + 1);
-    }
-
     pub fn users(&self) -> Rc<Users> {
         self.users.borrow().clone()
     }

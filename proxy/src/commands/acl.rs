@@ -66,6 +66,22 @@ pub fn refused(conn: &mut Connection, spec: &'static CommandSpec, args: &Args) -
     }
     let Some(id) = registry().id_of(spec) else { return false };
     let Err(denied) = conn.state.user.check(id, args) else { return false };
+    if conn.state.in_exec {
+        // Redis's execCommand checks again: the rules changed since queuing.
+        let (reason, object, why) = match denied {
+            Denied::Command => {
+                ("command", spec.name.as_bytes().to_vec(), "no permission to execute the command or subcommand")
+            }
+            Denied::Key(i) => ("key", args.get(i).to_vec(), "no permission to touch the specified keys"),
+            Denied::Channel(i) => {
+                ("channel", args.get(i).to_vec(), "no permission to access one of the channels used as arguments")
+            }
+        };
+        let username = conn.state.user.name.clone();
+        log(conn, reason, object, username);
+        conn.error(&format!("NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {why}"));
+        return true;
+    }
     let (reason, object, msg) = match denied {
         Denied::Command => (
             "command",
@@ -105,7 +121,7 @@ fn log(conn: &Connection, reason: &'static str, object: Vec<u8>, username: Vec<u
         .get(conn.state.registry_key)
         .map(|c| c.line(Instant::now()))
         .unwrap_or_default();
-    let context = if conn.state.multi.is_some() { "multi" } else { "toplevel" };
+    let context = if conn.state.multi.is_some() || conn.state.in_exec { "multi" } else { "toplevel" };
     let entry = Entry { count: 1, reason, context, object, username, ctime: shard::unix_ms(), client_info };
     let max = conn.core.config().acllog_max_len as usize;
     conn.core.acl.log.borrow_mut().add(entry, max);
@@ -202,7 +218,7 @@ pub fn run_now(conn: &mut Connection, spec: &CommandSpec, args: Args) -> bool {
                 .values()
                 .map(|u| match spec.name {
                     "acl|users" => u.name.clone(),
-                    _ => format!("user {} {}", String::from_utf8_lossy(&u.name), u.describe()).into_bytes(),
+                    _ => [&b"user "[..], &u.name, b" ", u.describe().as_bytes()].concat(),
                 })
                 .collect();
             reply(conn, |r| {
@@ -216,28 +232,27 @@ pub fn run_now(conn: &mut Connection, spec: &CommandSpec, args: Args) -> bool {
         "acl|genpass" => genpass(conn, &args),
         "acl|getuser" => getuser(conn, args.get(2)),
         "acl|dryrun" => dryrun(conn, &args),
-        "acl|save" => {
-            let path = conn.core.config().aclfile.clone();
-            if path.is_empty() {
-                return {
-                    conn.error(NO_ACLFILE);
-                    true
-                };
-            }
-            match conn.core.acl.users().save_file(&path) {
-                Ok(()) => reply(conn, |r| r.ok()),
-                Err(e) => {
-                    crate::log::warning(&format!("Renaming ACL file for ACL SAVE: {}", shard::config::os_reason(&e)));
-                    conn.error("ERR There was an error trying to save the ACLs. Please check the server logs for more information")
-                }
-            }
-        }
+        "acl|save" | "acl|load" if conn.core.config().aclfile.is_empty() => conn.error(NO_ACLFILE),
+        "acl|save" => save(conn),
         "acl|log" if args.len() > 3 => syntax_error(conn, &args),
-        "acl|load" if conn.core.config().aclfile.is_empty() => conn.error(NO_ACLFILE),
         "acl|help" => help(conn, ACL_HELP),
         _ => return false,
     }
     true
+}
+
+/// ACL SAVE: this core's copy, which every core shares.
+fn save(conn: &mut Connection) {
+    let path = conn.core.config().aclfile.clone();
+    match conn.core.acl.users().save_file(&path) {
+        Ok(()) => reply(conn, |r| r.ok()),
+        Err(e) => {
+            crate::log::warning(&format!("Writing ACL file for ACL SAVE: {}", shard::config::os_reason(&e)));
+            conn.error(
+                "ERR There was an error trying to save the ACLs. Please check the server logs for more information",
+            )
+        }
+    }
 }
 
 fn cat(conn: &mut Connection, args: &Args) {
@@ -382,6 +397,23 @@ where
         }
         result
     }))
+}
+
+/// CONFIG SET requirepass (the default user's password) or
+/// acl-pubsub-default, applied through core 0 as any ACL change.
+pub async fn config_changed(conn: &mut Connection, password: bool) {
+    let (requirepass, all_channels) = {
+        let config = conn.core.config();
+        (config.requirepass.clone(), config.acl_pubsub_default_all)
+    };
+    change(conn, move |users| {
+        if password {
+            users.set_default_password(&requirepass);
+        }
+        users.all_channels_default = all_channels;
+        Ok(((), Vec::new()))
+    })
+    .await;
 }
 
 /// The subcommands that change the table or read every core's log.

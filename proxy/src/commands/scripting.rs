@@ -5,6 +5,7 @@
 //! them first, so EVALSHA works on any connection.
 
 use super::reply::{help, reply};
+use crate::acl::user::User;
 use crate::coordinator::dispatch;
 use crate::coordinator::{Footprint, Unit};
 use crate::core::Core;
@@ -29,6 +30,8 @@ pub struct Job {
     pub db: usize,
     pub resp3: bool,
     pub port_node: Option<u16>,
+    /// The caller's ACL user when it is restricted (checked per command).
+    pub user: Option<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -38,11 +41,22 @@ pub enum Kind {
 }
 
 /// What a script run needs besides the script, keys and arguments.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Caller {
     pub db: usize,
     pub resp3: bool,
     pub port_node: Option<u16>,
+    /// A restricted ACL user: the script's commands are checked (Redis's
+    /// scriptVerifyACL).
+    pub user: Option<Rc<User>>,
+}
+
+/// The caller's user on this core, when restricted: a user deleted since
+/// may run nothing.
+fn restricted_user(core: &Core, name: Option<&[u8]>) -> Option<Rc<User>> {
+    let name = name?;
+    let users = core.acl.users();
+    Some(users.get(name).cloned().unwrap_or_else(|| Rc::new(User::new(name, false))))
 }
 
 /// Runs a job on this core: the encoded reply, or `None` when the script
@@ -50,7 +64,8 @@ pub struct Caller {
 pub fn run_job(core: &Core, job: &Job, whole: bool) -> Option<Vec<u8>> {
     let keys: Vec<&[u8]> = job.keys.iter().map(Vec::as_slice).collect();
     let args: Vec<&[u8]> = job.args.iter().map(Vec::as_slice).collect();
-    let caller = Caller { db: job.db, resp3: job.resp3, port_node: job.port_node };
+    let user = restricted_user(core, job.user.as_deref());
+    let caller = Caller { db: job.db, resp3: job.resp3, port_node: job.port_node, user };
     run_script(core, job.kind, &job.script, &keys, &args, caller, whole)
 }
 
@@ -78,7 +93,7 @@ pub fn run_script(
     };
     let now = shard::unix_ms();
     let reach = Reach { whole, ..Reach::default() };
-    let mut host = CoreHost { core, now, port_node: caller.port_node, reach };
+    let mut host = CoreHost { core, now, port_node: caller.port_node, reach, user: caller.user };
     // What it writes on this shard reaches replicas as one MULTI/EXEC.
     group(core, true);
     let reply = with_engine(|engine| match kind {
@@ -187,6 +202,7 @@ fn job(conn: &Connection, kind: Kind, args: &Args, numkeys: usize) -> Job {
         db: conn.state.db,
         resp3: conn.state.resp3,
         port_node: conn.state.port_node,
+        user: (!conn.state.unrestricted).then(|| conn.state.user.name.clone()),
     }
 }
 
@@ -233,7 +249,8 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
     }
     let keys: Vec<&[u8]> = (3..3 + numkeys).map(|i| args.get(i)).collect();
     let rest: Vec<&[u8]> = (3 + numkeys..args.len()).map(|i| args.get(i)).collect();
-    let caller = Caller { db: conn.state.db, resp3: conn.state.resp3, port_node: conn.state.port_node };
+    let user = (!conn.state.unrestricted).then(|| conn.state.user.clone());
+    let caller = Caller { db: conn.state.db, resp3: conn.state.resp3, port_node: conn.state.port_node, user };
     match run_script(&conn.core, kind, script, &keys, &rest, caller, whole) {
         Some(out) => conn.pipeline.local(|o| o.extend_from_slice(&out)),
         // It reached another shard: again, holding every shard.

@@ -405,6 +405,8 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         }
         changes.push((param.name.to_string(), value));
     }
+    let password = changes.iter().any(|(n, _)| n == "requirepass");
+    let acl_changed = password || changes.iter().any(|(n, _)| n == "acl-pubsub-default");
     let aof_was = conn.core.aof.enabled.get();
     let aof_wanted = candidate.appendonly;
     let applied = call_all(&conn.core, move |core| {
@@ -416,15 +418,15 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
             if name == "loglevel" {
                 log::set_level(value);
             }
-            if name == "requirepass" || name == "acl-pubsub-default" {
-                core.acl.apply_config(&shard.config, name == "requirepass");
-            }
         }
         shard.apply_config();
     })
     .await;
     if applied.iter().any(Option::is_none) {
         return conn.error("ERR CONFIG SET could not reach every shard");
+    }
+    if acl_changed {
+        super::acl::config_changed(conn, password).await;
     }
     // `save` and `stop-writes-on-bgsave-error` decide whether writes are refused.
     persistence::refresh_deny_writes(&conn.core).await;

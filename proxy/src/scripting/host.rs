@@ -18,6 +18,8 @@ pub struct CoreHost<'a> {
     pub port_node: Option<u16>,
     /// How far it may reach into other shards, and how far it tried.
     pub reach: super::cross::Reach,
+    /// The caller's ACL user when restricted.
+    pub user: Option<std::rc::Rc<crate::acl::user::User>>,
 }
 
 fn error_reply(msg: &str) -> Vec<u8> {
@@ -27,6 +29,32 @@ fn error_reply(msg: &str) -> Vec<u8> {
 }
 
 impl CoreHost<'_> {
+    /// Redis's `scriptVerifyACL`: refused and logged (context "lua").
+    fn verify_acl(&self, user: &crate::acl::user::User, spec: &shard::CommandSpec, args: &Args) -> Result<(), String> {
+        use crate::acl::selector::Denied;
+        let Some(id) = crate::acl::commands::registry().id_of(spec) else { return Ok(()) };
+        let Err(denied) = user.check(id, args) else { return Ok(()) };
+        let (reason, object, text) = match denied {
+            Denied::Command => ("command", spec.name.as_bytes(), "can't run this command or subcommand"),
+            Denied::Key(i) => {
+                ("key", args.get(i), "can't access at least one of the keys mentioned in the command arguments")
+            }
+            Denied::Channel(i) => ("channel", args.get(i), "can't publish to the channel mentioned in the command"),
+        };
+        let entry = crate::acl::log::Entry {
+            count: 1,
+            reason,
+            context: "lua",
+            object: object.to_vec(),
+            username: user.name.clone(),
+            ctime: self.now,
+            client_info: String::new(),
+        };
+        let max = self.core.config().acllog_max_len as usize;
+        self.core.acl.log.borrow_mut().add(entry, max);
+        Err(format!("The user executing the script {text}"))
+    }
+
     /// Redis Cluster's rules for a script's keys.
     fn cluster_check(&self, spec: &shard::CommandSpec, args: &Args, call: &mut CallState) -> Result<(), String> {
         let view = self.core.cluster();
@@ -97,6 +125,9 @@ impl Host for CoreHost<'_> {
         }
         if spec.has_flag(flags::NOSCRIPT) {
             return Err("This Redis command is not allowed from script".into());
+        }
+        if let Some(user) = &self.user {
+            self.verify_acl(user, spec, &args)?;
         }
         // PFCOUNT may write (it caches the cardinality): Redis's
         // CMD_MAY_REPLICATE, refused in read-only scripts as writes are.
