@@ -106,9 +106,48 @@ const RECORDED: &[u8] = include_bytes!("../proxy/src/commands/redis-7.0-commands
 
 /// Tokens every command may also see (bitfield types, common options).
 const COMMON_WORDS: &[&str] = &[
-    "u8", "i8", "u63", "i64", "u64", "i65", "u0", "#0", "#1", "#-1", "SET", "GET", "INCRBY", "OVERFLOW", "WRAP", "SAT",
-    "FAIL", "LIMIT", "COUNT", "MATCH", "TYPE", "WITHSCORES", "NX", "XX", "GT", "LT", "EX", "PX", "BYTE", "BIT", "LEFT",
-    "RIGHT", "MIN", "MAX", "REV", "BYSCORE", "BYLEX", "string", "list", "hash", "set", "zset",
+    "u8",
+    "i8",
+    "u63",
+    "i64",
+    "u64",
+    "i65",
+    "u0",
+    "#0",
+    "#1",
+    "#-1",
+    "SET",
+    "GET",
+    "INCRBY",
+    "OVERFLOW",
+    "WRAP",
+    "SAT",
+    "FAIL",
+    "LIMIT",
+    "COUNT",
+    "MATCH",
+    "TYPE",
+    "WITHSCORES",
+    "NX",
+    "XX",
+    "GT",
+    "LT",
+    "EX",
+    "PX",
+    "BYTE",
+    "BIT",
+    "LEFT",
+    "RIGHT",
+    "MIN",
+    "MAX",
+    "REV",
+    "BYSCORE",
+    "BYLEX",
+    "string",
+    "list",
+    "hash",
+    "set",
+    "zset",
 ];
 
 const NUMBERS: &[&str] = &[
@@ -537,10 +576,44 @@ const TIMEOUT_AT: &[(&str, Option<usize>)] = &[
 /// CONFIG SET leaves these alone: they would close or lock out the test's
 /// connection, move files, or make every later command fail.
 const CONFIG_NOT_SET: &[&str] = &[
-    "pass", "port", "bind", "dir", "dbfilename", "maxclients", "protected", "timeout", "limit", "proto", "tls", "acl",
-    "user", "repl", "slave", "master", "cluster", "append", "aof", "save", "rename", "daemon", "pid", "log",
-    "supervised", "maxmemory", "unix", "busy", "lua-time", "ring", "shards", "cpu", "client-", "io-", "oom", "debug",
-    "enable", "databases",
+    "pass",
+    "port",
+    "bind",
+    "dir",
+    "dbfilename",
+    "maxclients",
+    "protected",
+    "timeout",
+    "limit",
+    "proto",
+    "tls",
+    "acl",
+    "user",
+    "repl",
+    "slave",
+    "master",
+    "cluster",
+    "append",
+    "aof",
+    "save",
+    "rename",
+    "daemon",
+    "pid",
+    "log",
+    "supervised",
+    "maxmemory",
+    "unix",
+    "busy",
+    "lua-time",
+    "ring",
+    "shards",
+    "cpu",
+    "client-",
+    "io-",
+    "oom",
+    "debug",
+    "enable",
+    "databases",
 ];
 
 const SCRIPTS: &[&str] = &[
@@ -566,9 +639,8 @@ fn proxy_specs() -> Vec<&'static CommandSpec> {
     let mut specs = Vec::new();
     for spec in all() {
         let crossing = spec.keys.1 < 0 || spec.keys.1 > spec.keys.0 || spec.keynum.0 != 0;
-        let wanted = |s: &CommandSpec| {
-            matches!(s.route, Route::Proxy | Route::SplitKeys(_) | Route::AllShards(_)) || crossing
-        };
+        let wanted =
+            |s: &CommandSpec| matches!(s.route, Route::Proxy | Route::SplitKeys(_) | Route::AllShards(_)) || crossing;
         if spec.subcommands.is_empty() {
             if wanted(spec) {
                 specs.push(spec);
@@ -719,11 +791,8 @@ fn proxy_commands_survive_random_arguments_over_a_connection() {
     for spec in &specs {
         // Each case: one to four lines of this command with, at times, other
         // commands of the set around them inside MULTI/EXEC or after WATCH.
-        let strategy = (
-            any::<bool>(),
-            0u8..10,
-            proptest::collection::vec((0usize..7, picks(), 0usize..specs.len() * 4), 1..5),
-        );
+        let strategy =
+            (any::<bool>(), 0u8..10, proptest::collection::vec((0usize..7, picks(), 0usize..specs.len() * 4), 1..5));
         runner(cases, spec.name)
             .run(&strategy, |(resp3, shape, lines)| {
                 if first_failure.borrow().is_some() {
@@ -800,7 +869,11 @@ fn proxy_commands_survive_random_arguments_over_a_connection() {
                 let first = first_failure.borrow_mut().take().unwrap_or_default();
                 let alive = server.borrow_mut().is_running();
                 let log = server.borrow().log.lock().unwrap().iter().rev().take(30).rev().cloned().collect::<Vec<_>>();
-                panic!("{}: {e}\nfirst failure: {first}\nserver alive: {alive}; its log ends:\n{}", spec.name, log.join("\n"))
+                panic!(
+                    "{}: {e}\nfirst failure: {first}\nserver alive: {alive}; its log ends:\n{}",
+                    spec.name,
+                    log.join("\n")
+                )
             });
         // Keys of every type again for the next command (some cases flush).
         populate(&mut conn.borrow_mut());
