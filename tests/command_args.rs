@@ -339,14 +339,20 @@ const COUNT_IS_OUTPUT: &[&str] = &["srandmember", "hrandfield", "zrandmember"];
 
 fn number(pick: Pick, bounded: bool) -> Vec<u8> {
     let (_, u, n) = pick;
-    let s = match u % 5 {
+    let s: String = match u % 5 {
         0 | 1 => NUMBERS[(n as u64 % NUMBERS.len() as u64) as usize].to_string(),
         2 => (n % 21 - 10).to_string(),
         3 if !bounded => n.to_string(),
         3 => [i64::MIN, i64::MAX, -i64::MAX, i64::MIN / 2 - 1][(n as u64 % 4) as usize].to_string(),
         _ => format!("{}", (n % 100_000) as f64 / 64.0),
     };
-    s.into_bytes()
+    // A count that is the reply's length: small, or so large Redis refuses it.
+    match s.parse::<i64>() {
+        Ok(count) if bounded && count.unsigned_abs() > 1000 && count.unsigned_abs() <= (i64::MAX / 2) as u64 => {
+            (count % 1000).to_string().into_bytes()
+        }
+        _ => s.into_bytes(),
+    }
 }
 
 /// Builds one command line for `spec` (the right arity) from `picks`.
@@ -813,14 +819,6 @@ fn proxy_commands_survive_random_arguments_over_a_connection() {
                 for (i, (extra, picks, other)) in lines.iter().enumerate() {
                     // Every other line may be another command of the set.
                     let spec = if i % 2 == 1 && *other < specs.len() { specs[*other] } else { spec };
-                    if shape <= 2 && spec.name == "bgsave" {
-                        // Known deadlock, not this test's to fix: BGSAVE's cut
-                        // waits for the EXEC unit that waits for BGSAVE
-                        // (`MULTI`, `SET a 1`, `SET b 1`, `SET c 1`, `BGSAVE`,
-                        // `EXEC` with --shards 2 never answers, and those keys
-                        // stay locked).
-                        continue;
-                    }
                     let line = command_line(spec, &pools, *extra, picks, &keys);
                     sent.push(for_server(spec, line, picks[23], &settings));
                 }
