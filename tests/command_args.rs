@@ -15,7 +15,7 @@
 //!   get a short timeout.
 //!
 //! Deterministic: seeded per command (`COMMAND_ARGS_SEED`, default 14).
-//! `COMMAND_ARGS_CASES` (default 32) is the number of cases per command on
+//! `COMMAND_ARGS_CASES` (default 64) is the number of cases per command on
 //! the shard; the server test runs a fifth of that per command.
 
 mod common;
@@ -401,7 +401,7 @@ fn picks() -> impl Strategy<Value = Vec<Pick>> {
 }
 
 fn cases_per_command() -> u32 {
-    std::env::var("COMMAND_ARGS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(32)
+    std::env::var("COMMAND_ARGS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64)
 }
 
 fn runner(cases: u32, salt: &str) -> TestRunner {
