@@ -578,6 +578,39 @@ fn a_client_leaving_mid_save_does_not_wedge_saves() {
     assert_eq!(info_field(&mut c, "rdb_bgsave_in_progress"), "0");
 }
 
+/// BGSAVE inside a transaction over several shards: EXEC holds its keys
+/// as one unit and the cut waits for every unit, so the save starts after
+/// EXEC (it deadlocked: no reply, and those keys locked for every client).
+/// The snapshot has the whole transaction; a second BGSAVE in it gets
+/// Redis's error.
+#[test]
+fn bgsave_inside_a_transaction_over_shards() {
+    let dir = TempDir::new("bgsave-exec");
+    let server = corekv(&dir, 2);
+    let mut c = server.client();
+    let saves: u64 = info_field(&mut c, "rdb_saves").parse().unwrap();
+    let mut raw = server.raw();
+    for line in ["WATCH w", "MULTI", "SET a 1", "SET b 2", "SET c 3", "BGSAVE", "BGSAVE"] {
+        raw.cmd_str(line);
+    }
+    let reply = raw.cmd_str("EXEC");
+    let expected = proxy::resp::Value::Array(vec![
+        proxy::resp::Value::Simple(b"OK".to_vec()),
+        proxy::resp::Value::Simple(b"OK".to_vec()),
+        proxy::resp::Value::Simple(b"OK".to_vec()),
+        proxy::resp::Value::Simple(b"Background saving started".to_vec()),
+        proxy::resp::Value::Error(b"ERR Background save already in progress".to_vec()),
+    ]);
+    assert_eq!(reply, expected);
+    wait_for_bgsave(&mut c, saves);
+    let values: Vec<String> = redis::cmd("MGET").arg(&["a", "b", "c"]).query(&mut c).unwrap();
+    assert_eq!(values, ["1", "2", "3"]);
+    drop(server);
+    let server = corekv(&dir, 2);
+    let values: Vec<String> = redis::cmd("MGET").arg(&["a", "b", "c"]).query(&mut server.client()).unwrap();
+    assert_eq!(values, ["1", "2", "3"], "the snapshot holds the whole transaction");
+}
+
 /// SIGTERM whose final save fails keeps the server running, as Redis does
 /// ("can't exit"); the next SIGTERM, once saving works, saves and exits.
 #[test]

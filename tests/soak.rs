@@ -263,11 +263,12 @@ impl Client {
     }
 }
 
-/// Drives `count` connections until `until`, then waits (up to a grace
-/// period) for every reply still owed.
-fn drive(port: u16, first_seed: u64, count: usize, until: Instant) -> Tally {
+/// Connects `count` clients, drives them for `run` once all are connected,
+/// then waits (up to a grace period) for every reply still owed.
+fn drive(port: u16, first_seed: u64, count: usize, run: Duration) -> Tally {
     let mut tally = Tally { incrs: vec![0; COUNTERS], ..Tally::default() };
     let mut clients: Vec<Client> = (0..count).map(|i| Client::new(port, first_seed + i as u64)).collect();
+    let until = Instant::now() + run;
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(count);
     let grace = until + Duration::from_secs(30);
     let mut draining = false;
@@ -363,13 +364,13 @@ fn rss_kb(pid: u32) -> u64 {
 
 /// Runs one wave: `connections` over the client threads for `seconds`.
 fn wave(port: u16, wave: u64, connections: usize, seconds: u64) -> Vec<Tally> {
-    let until = Instant::now() + Duration::from_secs(seconds);
+    let run = Duration::from_secs(seconds);
     let per_thread = connections.div_ceil(CLIENT_THREADS);
     let threads: Vec<_> = (0..CLIENT_THREADS)
         .map(|t| {
             let count = per_thread.min(connections - t * per_thread);
             let seed = wave * 1_000_000 + (t * per_thread) as u64;
-            std::thread::spawn(move || drive(port, seed, count, until))
+            std::thread::spawn(move || drive(port, seed, count, run))
         })
         .collect();
     threads.into_iter().map(|t| t.join().expect("client thread")).collect()

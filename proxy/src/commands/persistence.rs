@@ -32,7 +32,12 @@ pub async fn bgsave(conn: &mut Connection, args: Args<'_>) {
     if args.len() > 2 || (args.len() == 2 && !schedule) {
         return conn.error(SYNTAX);
     }
-    match persistence::bgsave(&conn.core).await {
+    let started = if conn.pipeline.unit.is_some() {
+        persistence::bgsave_after_unit(&conn.core)
+    } else {
+        persistence::bgsave(&conn.core).await
+    };
+    match started {
         Ok(()) => reply(conn, |r| r.simple("Background saving started")),
         Err(SaveError::InProgress) => conn.error(IN_PROGRESS),
         Err(SaveError::Rewriting) if schedule => {

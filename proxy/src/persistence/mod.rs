@@ -122,6 +122,27 @@ async fn bgsave_here(core: &Rc<Core>) -> Result<(), SaveError> {
     }
 }
 
+/// BGSAVE run by a transaction that holds a coordinator unit: the cut
+/// waits for every unit to release, this one too, so it cannot be awaited
+/// from inside (EXEC would wait for BGSAVE and BGSAVE for EXEC). The save
+/// lock is taken now, so the reply is BGSAVE's own; the cut follows once
+/// the transaction has released its keys (Redis forks mid-EXEC: here the
+/// whole transaction is in the snapshot).
+pub fn bgsave_after_unit(core: &Rc<Core>) -> Result<(), SaveError> {
+    core.process.save_status.lock(false)?;
+    let core = core.clone();
+    glommio::spawn_local(async move {
+        let started = begin(&core, true);
+        let result = match take_cut(&core, None).await {
+            Ok(cut) => finish(&core, cut).await,
+            Err(e) => Err(e),
+        };
+        let _ = end(&core, true, started, result).await;
+    })
+    .detach();
+    Ok(())
+}
+
 /// Marks a save started (the lock held); returns the start time.
 fn begin(core: &Core, background: bool) -> u64 {
     let status = &core.process.save_status;

@@ -442,7 +442,7 @@ mod tests {
             }
             line.push(b' ');
         }
-        line.extend_from_slice(if words.len() % 2 == 0 { b"\r\n" } else { b"\n" });
+        line.extend_from_slice(if words.len().is_multiple_of(2) { b"\r\n" } else { b"\n" });
         line
     }
 
