@@ -57,18 +57,15 @@ impl Core {
     }
 
     /// maxmemory's refusal state for a `denyoom` command arriving here:
-    /// over the limit after this core's shard evicted what it could, with
-    /// noeviction or a shard that has nothing left to evict. A replica
-    /// never refuses (its primary's writes decide).
+    /// over the limit with noeviction, or with no shard that has anything
+    /// left to evict (each owner evicts before its writes). A replica never
+    /// refuses (its primary's writes decide).
     pub fn out_of_memory(&self) -> bool {
-        let mut shard = self.shard.borrow_mut();
-        let (max, policy) = (shard.config.maxmemory, shard.config.maxmemory_policy);
-        if max == 0 || shard::memory::used() <= max || self.repl.replica.mode.get() != 0 {
-            return false;
-        }
-        if self.locks.borrow().is_idle() {
-            shard.perform_evictions(shard::unix_ms());
-        }
-        shard::memory::out_of_memory(max, policy == shard::evict::Policy::NoEviction)
+        let config = self.config();
+        let (max, policy) = (config.maxmemory, config.maxmemory_policy);
+        drop(config);
+        max != 0
+            && self.repl.replica.mode.get() == 0
+            && shard::memory::out_of_memory(max, policy == shard::evict::Policy::NoEviction)
     }
 }

@@ -131,6 +131,9 @@ pub struct Eviction {
     /// Where random eviction and sampling start their round over databases.
     next_db: usize,
     pub evicted_keys: u64,
+    /// Bytes this shard's writes added while over the limit, not yet paid
+    /// back by evicting.
+    debt: i64,
     /// The process's used memory at its highest since this core last
     /// returned pages to the OS (see `memory_returned`).
     pub(crate) collected_at: u64,
@@ -173,36 +176,67 @@ impl Shard {
         }
     }
 
-    /// Before a write: evicts until this shard gave back its share of the
-    /// memory over `maxmemory` (one branch when there is no limit).
+    /// Before a write: while used memory is over `maxmemory`, evicts what
+    /// this shard's own writes added since its last eviction (one branch
+    /// when there is no limit). Each shard pays for its own writes, so a
+    /// shard called often (the connection's) does not evict for others
+    /// whose batches have not run yet.
     #[inline]
     pub fn make_room(&mut self, now: u64) -> Outcome {
         if self.config.maxmemory == 0 {
             return Outcome::Ok;
         }
-        self.perform_evictions(now)
+        let debt = self.eviction.debt.max(0) as u64;
+        self.evict(now, debt)
+    }
+
+    /// The cron's call: also this shard's part of any excess left (memory
+    /// that no write added: buffers, a lowered limit), by its share of the
+    /// evictable keys; and an eviction cut short by its time limit goes on.
+    pub fn perform_evictions(&mut self, now: u64) -> Outcome {
+        let max = self.config.maxmemory;
+        let excess = memory::used().saturating_sub(max);
+        let share = if max == 0 { 0 } else { memory::share_of(self.index, excess) };
+        let debt = self.eviction.debt.max(0) as u64;
+        self.evict(now, debt.max(share))
+    }
+
+    /// Called after a write ran on this shard: what it added, while over
+    /// the limit, is owed to eviction.
+    #[inline]
+    pub(crate) fn owe(&mut self, bytes: i64) {
+        if bytes > 0 {
+            self.eviction.debt += bytes;
+        }
     }
 
     /// Redis's performEvictions for this shard: frees keys by the policy
-    /// until its share of the excess is freed, the time limit passes (the
-    /// cron resumes) or nothing is left to evict.
-    pub fn perform_evictions(&mut self, now: u64) -> Outcome {
+    /// until `to_free` bytes are freed or used memory is back under the
+    /// limit, the time limit passes (the cron goes on) or nothing is left to
+    /// evict.
+    fn evict(&mut self, now: u64, to_free: u64) -> Outcome {
         let (max, policy) = (self.config.maxmemory, self.config.maxmemory_policy);
-        let used = memory::used();
-        if max == 0 || used <= max {
+        let volatile = policy.volatile_only();
+        let evictable = self.dbs.iter().map(|d| if volatile { d.volatile() } else { d.len() }).sum::<usize>();
+        memory::set_weight(self.index, evictable as u64);
+        if max == 0 || memory::used() <= max {
+            self.eviction.debt = 0;
             memory::set_evict_failed(self.index, false);
             return Outcome::Ok;
         }
         if policy == Policy::NoEviction {
+            self.eviction.debt = 0;
             return Outcome::Fail;
         }
-        let to_free = memory::share_of(self.index, used - max) as i64;
+        if to_free == 0 {
+            return Outcome::Ok;
+        }
         let start = memory::thread_used();
         let started = Instant::now();
         let limit = time_limit(self.config.maxmemory_eviction_tenacity);
         let mut evicted = 0u64;
         let outcome = loop {
-            if start - memory::thread_used() >= to_free {
+            if start - memory::thread_used() >= to_free as i64 || memory::used() <= max {
                 break Outcome::Ok;
             }
             let Some((db, key)) = self.pick_victim(now) else {
@@ -214,6 +248,8 @@ impl Shard {
                 break Outcome::Running;
             }
         };
+        let freed = start - memory::thread_used();
+        self.eviction.debt = if outcome == Outcome::Ok { 0 } else { (self.eviction.debt - freed).max(0) };
         if evicted > 0 {
             self.log_expired_keys();
         }
