@@ -93,7 +93,7 @@ pub fn lfu_counter(access: u32, now_ms: u64, decay_time: u32) -> u32 {
     let (ldt, counter) = (access >> 8 & 0xffff, access & 0xff);
     let now = lfu_minutes(now_ms);
     let elapsed = if now >= ldt { now - ldt } else { 65535 - ldt + now };
-    let periods = if decay_time > 0 { elapsed / decay_time } else { 0 };
+    let periods = elapsed.checked_div(decay_time).unwrap_or(0);
     counter.saturating_sub(periods)
 }
 
