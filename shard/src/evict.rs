@@ -135,8 +135,11 @@ pub struct Eviction {
     /// back by evicting.
     debt: i64,
     /// The process's used memory at its highest since this core last
-    /// returned pages to the OS (see `memory_returned`).
-    pub(crate) collected_at: u64,
+    /// returned pages to the OS, at the last tick, and ticks since it last
+    /// grew (see `memory_returned`).
+    high_used: u64,
+    last_used: u64,
+    quiet_ticks: u32,
 }
 
 /// What `perform_evictions` achieved (Redis's EVICT_OK/RUNNING/FAIL).
@@ -343,19 +346,28 @@ impl Shard {
     }
 
     /// True once the process's used memory fell by `threshold` from its
-    /// high point since the last time: then every core returns its free
-    /// pages to the OS (mimalloc does so lazily, on later traffic of the
-    /// thread that owns them: an idle core would keep them), whichever core
-    /// freed the blocks.
+    /// high point and stayed down (no growth) for three cron ticks: then
+    /// every core returns its free pages to the OS (mimalloc does so on
+    /// later traffic of the thread that owns them: an idle core would keep
+    /// them), whichever core freed the blocks. A busy server, whose memory
+    /// goes up and down, keeps its pages for reuse.
     pub fn memory_returned(&mut self, threshold: u64) -> bool {
         let now = memory::used();
-        let high = &mut self.eviction.collected_at;
-        if now >= *high || *high - now >= threshold {
-            let fell = now < *high;
-            *high = now;
-            return fell;
+        let e = &mut self.eviction;
+        let grew = now > e.last_used;
+        e.last_used = now;
+        if now >= e.high_used {
+            e.high_used = now;
+            e.quiet_ticks = 0;
+            return false;
         }
-        false
+        e.quiet_ticks = if grew { 0 } else { e.quiet_ticks + 1 };
+        if e.high_used - now < threshold || e.quiet_ticks < 3 {
+            return false;
+        }
+        e.high_used = now;
+        e.quiet_ticks = 0;
+        true
     }
 }
 
