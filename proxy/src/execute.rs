@@ -15,7 +15,7 @@ impl Core {
     pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
         let mut shard = self.shard.borrow_mut();
         // maxmemory: evict before a write, never inside a unit's keys.
-        if spec.has_flag(WRITE) && self.locks.borrow().is_idle() {
+        if shard.config.maxmemory != 0 && spec.has_flag(WRITE) && self.locks.borrow().is_idle() {
             shard.make_room(now);
         }
         let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
@@ -37,7 +37,7 @@ impl Core {
             shard.stats.remote_batches += 1;
         }
         let now = shard::unix_ms();
-        if locks.is_idle() && batch.ops.iter().any(|op| op.spec.has_flag(WRITE)) {
+        if shard.config.maxmemory != 0 && locks.is_idle() && batch.ops.iter().any(|op| op.spec.has_flag(WRITE)) {
             shard.make_room(now);
         }
         let mut done = true;
