@@ -3,8 +3,10 @@
 //! locks: each thread adds to its own cache-line slot (one writer, relaxed
 //! load + store, no read-modify-write), and the process total is the sum of
 //! the slots, read relaxed. A block freed on another thread than the one that
-//! allocated it moves bytes between slots, so only the sum is exact; a slot
-//! is a good enough weight for how much of the data its shard holds.
+//! allocated it moves bytes between slots, so only the sum is meaningful
+//! (a thread's own delta over one command is: what that command added).
+//! Also here: each shard's evictable-key weight and "nothing left to evict"
+//! flag, so any core can tell whether the process is out of memory.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
