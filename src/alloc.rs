@@ -61,6 +61,28 @@ pub fn thread_allocated() -> i64 {
     shard::memory::thread_used()
 }
 
+/// mimalloc's `purge_delay` (its option 15 in v3): how long freed pages stay
+/// mapped for reuse before they go back to the OS. Its 10 ms default
+/// (arenas: ×10) made a busy shard fault fresh pages in for every big
+/// request (the kernel clearing each one: most of SETRANGE's time in 1 MB
+/// steps); 1 s keeps them for reuse while traffic runs, as jemalloc's decay
+/// does for Redis. An idle server returns them on the cron (`return_freed_memory`).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Allocator settings and the cron's hook, before the executors start.
+pub fn init() {
+    // As Redis's `disable-thp yes` (its default): no transparent huge pages
+    // for this process. A fault on a fresh 2 MB page clears all of it, so
+    // growing a big string (SETRANGE/SETBIT/APPEND in steps) spent most of
+    // its time in the kernel's clear_page: 2 s vs Redis's 0.26 s for 512 MB
+    // in 128 KB SETBIT steps.
+    // SAFETY: prctl with plain integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    // SAFETY: sets a global option; mimalloc reads it when it purges.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 1000) };
+    shard::memory::set_return_hook(return_freed_memory);
+}
+
 /// Returns the calling thread's free pages to the OS now (mimalloc purges
 /// lazily, on a later allocation or free of the same thread: an idle core
 /// would keep them). Must run on each thread that owns pages.

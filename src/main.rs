@@ -241,7 +241,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     check_tcp_backlog(config.tcp_backlog);
     let port = listen.first().map_or(config.port, |a| a.port());
     let cluster = cluster_view(&config, shards, port)?;
-    shard::memory::set_return_hook(alloc::return_freed_memory);
+    alloc::init();
     let process = Arc::new(Process {
         shutdown: Default::default(),
         reload_requested: Default::default(),

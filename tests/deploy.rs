@@ -853,6 +853,12 @@ const SETTINGS: &[(&str, &str)] = &[
     ("replica-output-buffer-compression", "no"),
     ("replica-output-buffer-compression-level", "0"),
     ("replica-output-buffer-block-size", "16384"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+    ("maxmemory-samples", "5"),
+    ("maxmemory-eviction-tenacity", "10"),
+    ("lfu-log-factor", "10"),
+    ("lfu-decay-time", "1"),
 ];
 
 /// The server's own list of settings (what `--check-config` prints) is the

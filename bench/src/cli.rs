@@ -64,6 +64,9 @@ pub struct Args {
     /// Gaussian pattern: standard deviation (default: range / 6).
     #[arg(long)]
     pub key_stddev: Option<f64>,
+    /// Zipf pattern: the exponent s (default 0.99).
+    #[arg(long)]
+    pub key_zipf_exp: Option<f64>,
 
     /// Value size in bytes.
     #[arg(short = 'd', long, default_value_t = 32)]

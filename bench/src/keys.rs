@@ -1,4 +1,4 @@
-//! Key selection (uniform, sequential, gaussian) and key formatting.
+//! Key selection (uniform, sequential, gaussian, zipf) and key formatting.
 
 use rand::rngs::SmallRng;
 use rand::RngExt;
@@ -16,6 +16,76 @@ pub enum KeyPattern {
     /// range/6 by default (or --key-stddev), clamped to the range.
     #[value(name = "G", alias = "g")]
     Gaussian,
+    /// Zipf over the range: the key at rank k (k = 1 is --key-minimum) is
+    /// drawn with probability proportional to 1 / k^s, s = --key-zipf-exp
+    /// (0.99 by default): a cache's skewed popularity.
+    #[value(name = "Z", alias = "z")]
+    Zipf,
+}
+
+/// Zipf by rejection-inversion (Hörmann and Derflinger 1996, as Apache
+/// Commons' sampler): O(1) per draw, no table over the range.
+#[derive(Debug, Clone)]
+struct Zipf {
+    n: f64,
+    s: f64,
+    h_x1: f64,
+    h_n: f64,
+    cut: f64,
+}
+
+impl Zipf {
+    fn new(n: u64, s: f64) -> Zipf {
+        let mut z = Zipf { n: n as f64, s, h_x1: 0.0, h_n: 0.0, cut: 0.0 };
+        z.h_x1 = z.h_integral(1.5) - 1.0;
+        z.h_n = z.h_integral(n as f64 + 0.5);
+        z.cut = 2.0 - z.h_integral_inverse(z.h_integral(2.5) - z.h(2.0));
+        z
+    }
+
+    fn h(&self, x: f64) -> f64 {
+        (-self.s * x.ln()).exp()
+    }
+
+    fn h_integral(&self, x: f64) -> f64 {
+        let log_x = x.ln();
+        helper2((1.0 - self.s) * log_x) * log_x
+    }
+
+    fn h_integral_inverse(&self, x: f64) -> f64 {
+        let t = (x * (1.0 - self.s)).max(-1.0);
+        (helper1(t) * x).exp()
+    }
+
+    /// A rank in 1..=n.
+    fn sample(&self, rng: &mut SmallRng) -> u64 {
+        loop {
+            let u = self.h_n + rng.random::<f64>() * (self.h_x1 - self.h_n);
+            let x = self.h_integral_inverse(u);
+            let k = (x + 0.5).floor().clamp(1.0, self.n);
+            if k - x <= self.cut || u >= self.h_integral(k + 0.5) - self.h(k) {
+                return k as u64;
+            }
+        }
+    }
+}
+
+/// ln(1 + x) / x, continuous at 0.
+fn helper1(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.ln_1p() / x
+    } else {
+        1.0 - x * (0.5 - x * (1.0 / 3.0 - 0.25 * x))
+    }
+}
+
+/// (e^x - 1) / x, continuous at 0.
+fn helper2(x: f64) -> f64 {
+    if x.abs() > 1e-8 {
+        x.exp_m1() / x
+    } else {
+        1.0 + x * 0.5 * (1.0 + x / 3.0 * (1.0 + 0.25 * x))
+    }
 }
 
 /// Per-client key generator over the inclusive range `[min, max]`.
@@ -27,6 +97,7 @@ pub struct KeyGen {
     next: u64,
     mean: f64,
     stddev: f64,
+    zipf: Option<Zipf>,
 }
 
 impl KeyGen {
@@ -41,7 +112,16 @@ impl KeyGen {
             next: min + offset,
             mean: (min as f64 + max as f64) / 2.0,
             stddev: (max - min) as f64 / 6.0,
+            zipf: (pattern == KeyPattern::Zipf).then(|| Zipf::new(max - min + 1, 0.99)),
         }
+    }
+
+    /// The Zipf pattern's exponent.
+    pub fn with_zipf_exponent(mut self, s: Option<f64>) -> Self {
+        if let (Some(s), true) = (s, self.zipf.is_some()) {
+            self.zipf = Some(Zipf::new(self.max - self.min + 1, s));
+        }
+        self
     }
 
     pub fn with_gaussian(mut self, median: Option<f64>, stddev: Option<f64>) -> Self {
@@ -71,6 +151,10 @@ impl KeyGen {
                 let k = (self.mean + z * self.stddev).round();
                 k.clamp(self.min as f64, self.max as f64) as u64
             }
+            KeyPattern::Zipf => match &self.zipf {
+                Some(z) => self.min + z.sample(rng) - 1,
+                None => self.min,
+            },
         }
     }
 }
@@ -129,5 +213,30 @@ impl KnownKeys {
 
     pub fn mark_all(&self) {
         self.all.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod zipf_tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn zipf_ranks_follow_one_over_k_to_the_s() {
+        let mut keys = KeyGen::new(KeyPattern::Zipf, 1, 1000, 0, 1);
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut counts = vec![0u64; 1001];
+        let draws = 200_000;
+        for _ in 0..draws {
+            let k = keys.next_key(&mut rng);
+            assert!((1..=1000).contains(&k));
+            counts[k as usize] += 1;
+        }
+        let h: f64 = (1..=1000).map(|k| (k as f64).powf(-0.99)).sum();
+        for k in [1usize, 2, 10, 100] {
+            let want = (k as f64).powf(-0.99) / h * draws as f64;
+            let got = counts[k] as f64;
+            assert!((got - want).abs() < want * 0.1 + 30.0, "rank {k}: {got} vs {want:.0}");
+        }
     }
 }

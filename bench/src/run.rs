@@ -116,7 +116,8 @@ fn main_phase(cfg: &Config) -> Phase {
     let clients = (0..total)
         .map(|g| ClientSpec {
             keys: KeyGen::new(a.key_pattern, a.key_minimum, a.key_maximum, g, total)
-                .with_gaussian(a.key_median, a.key_stddev),
+                .with_gaussian(a.key_median, a.key_stddev)
+                .with_zipf_exponent(a.key_zipf_exp),
             seed: derive_seed(cfg.seed, g as u64),
             requests,
         })

@@ -15,7 +15,7 @@ impl Core {
     pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
         let mut shard = self.shard.borrow_mut();
         // maxmemory: evict before a write, never inside a unit's keys.
-        if spec.has_flag(WRITE) && self.locks.borrow().is_idle() {
+        if shard.config.maxmemory != 0 && spec.has_flag(WRITE) && self.locks.borrow().is_idle() {
             shard.make_room(now);
         }
         let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
@@ -39,7 +39,7 @@ impl Core {
             shard.stats.remote_batches += 1;
         }
         let now = shard::unix_ms();
-        if locks.is_idle() && batch.ops.iter().any(|op| op.spec.has_flag(WRITE)) {
+        if shard.config.maxmemory != 0 && locks.is_idle() && batch.ops.iter().any(|op| op.spec.has_flag(WRITE)) {
             shard.make_room(now);
         }
         let mut done = true;
@@ -63,18 +63,15 @@ impl Core {
     }
 
     /// maxmemory's refusal state for a `denyoom` command arriving here:
-    /// over the limit after this core's shard evicted what it could, with
-    /// noeviction or a shard that has nothing left to evict. A replica
-    /// never refuses (its primary's writes decide).
+    /// over the limit with noeviction, or with no shard that has anything
+    /// left to evict (each owner evicts before its writes). A replica never
+    /// refuses (its primary's writes decide).
     pub fn out_of_memory(&self) -> bool {
-        let mut shard = self.shard.borrow_mut();
-        let (max, policy) = (shard.config.maxmemory, shard.config.maxmemory_policy);
-        if max == 0 || shard::memory::used() <= max || self.repl.replica.mode.get() != 0 {
-            return false;
-        }
-        if self.locks.borrow().is_idle() {
-            shard.perform_evictions(shard::unix_ms());
-        }
-        shard::memory::out_of_memory(max, policy == shard::evict::Policy::NoEviction)
+        let config = self.config();
+        let (max, policy) = (config.maxmemory, config.maxmemory_policy);
+        drop(config);
+        max != 0
+            && self.repl.replica.mode.get() == 0
+            && shard::memory::out_of_memory(max, policy == shard::evict::Policy::NoEviction)
     }
 }

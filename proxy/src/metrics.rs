@@ -89,8 +89,7 @@ pub async fn exposition(core: &Rc<Core>) -> String {
     per_shard(&mut out, "corekv_expired_keys_total", "counter", "Keys removed because their TTL passed.", &|r| {
         r.expired as f64
     });
-    // 0 until maxmemory eviction lands (its CoreReport field replaces it).
-    per_shard(&mut out, "corekv_evicted_keys_total", "counter", "Keys evicted for maxmemory.", &|_| 0.0);
+    per_shard(&mut out, "corekv_evicted_keys_total", "counter", "Keys evicted for maxmemory.", &|r| r.evicted as f64);
     per_shard(&mut out, "corekv_keys", "gauge", "Keys held, all databases.", &|r| {
         r.keyspace.iter().map(|k| k.0).sum::<usize>() as f64
     });
@@ -114,15 +113,24 @@ pub async fn exposition(core: &Rc<Core>) -> String {
     per_shard(&mut out, "corekv_cross_core_batches_total", "counter", "Batches sent to other shards.", &|r| {
         r.hops_sent as f64
     });
-    per_shard(&mut out, "corekv_memory_used_bytes", "gauge", "Bytes allocated by the shard's thread.", &|r| {
-        shard::memory::shard_used(r.index) as f64
-    });
     per_shard(&mut out, "corekv_cpu_user_seconds_total", "counter", "User CPU time of the shard's thread.", &|r| {
         r.cpu_user
     });
     per_shard(&mut out, "corekv_cpu_sys_seconds_total", "counter", "System CPU time of the shard's thread.", &|r| {
         r.cpu_sys
     });
+    // Process-wide: a block freed on another core than its allocator's
+    // moves bytes between threads' counters (ARCHITECTURE.md, "Memory").
+    let _ = writeln!(
+        out,
+        "# HELP corekv_memory_used_bytes Bytes allocated (INFO used_memory).\n# TYPE corekv_memory_used_bytes gauge\ncorekv_memory_used_bytes {}",
+        shard::memory::used()
+    );
+    let _ = writeln!(
+        out,
+        "# HELP corekv_maxmemory_bytes The maxmemory limit (0: none).\n# TYPE corekv_maxmemory_bytes gauge\ncorekv_maxmemory_bytes {}",
+        core.config().maxmemory
+    );
     let memory = (core.process.memory)();
     let _ = writeln!(
         out,

@@ -252,12 +252,11 @@ impl Db {
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) -> &mut Entry {
         touch(&mut self.watch, key);
         let hash = self.table.hash(key);
-        let old_access = self.table.find(hash, key).map(|e| e.access);
-        let access = self.access_now(old_access, now);
         if let Some(entry) = self.table.find_mut(hash, key) {
             let entry: *mut Entry = entry;
             // SAFETY: as in `get`.
             let entry = unsafe { &mut *entry };
+            let access = self.access_now(Some(entry.access), now);
             preserve(&mut self.snap, entry);
             let old_volatile = entry.expire_at != 0;
             // An expired key is replaced as if absent: KEEPTTL keeps nothing.
@@ -278,6 +277,7 @@ impl Db {
             _ => 0,
         };
         self.volatile += (expire_at != 0) as usize;
+        let access = self.access_now(None, now);
         let snap = birth_epoch(&self.snap);
         let entry = Entry { key: CompactBytes::new(key), value, expire_at, access, snap };
         self.table.insert_unique(hash, entry)

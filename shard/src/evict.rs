@@ -93,7 +93,7 @@ pub fn lfu_counter(access: u32, now_ms: u64, decay_time: u32) -> u32 {
     let (ldt, counter) = (access >> 8 & 0xffff, access & 0xff);
     let now = lfu_minutes(now_ms);
     let elapsed = if now >= ldt { now - ldt } else { 65535 - ldt + now };
-    let periods = if decay_time > 0 { elapsed / decay_time } else { 0 };
+    let periods = elapsed.checked_div(decay_time).unwrap_or(0);
     counter.saturating_sub(periods)
 }
 
@@ -131,9 +131,15 @@ pub struct Eviction {
     /// Where random eviction and sampling start their round over databases.
     next_db: usize,
     pub evicted_keys: u64,
+    /// Bytes this shard's writes added while over the limit, not yet paid
+    /// back by evicting.
+    debt: i64,
     /// The process's used memory at its highest since this core last
-    /// returned pages to the OS (see `memory_returned`).
-    pub(crate) collected_at: u64,
+    /// returned pages to the OS, at the last tick, and ticks since it last
+    /// grew (see `memory_returned`).
+    high_used: u64,
+    last_used: u64,
+    quiet_ticks: u32,
 }
 
 /// What `perform_evictions` achieved (Redis's EVICT_OK/RUNNING/FAIL).
@@ -173,36 +179,67 @@ impl Shard {
         }
     }
 
-    /// Before a write: evicts until this shard gave back its share of the
-    /// memory over `maxmemory` (one branch when there is no limit).
+    /// Before a write: while used memory is over `maxmemory`, evicts what
+    /// this shard's own writes added since its last eviction (one branch
+    /// when there is no limit). Each shard pays for its own writes, so a
+    /// shard called often (the connection's) does not evict for others
+    /// whose batches have not run yet.
     #[inline]
     pub fn make_room(&mut self, now: u64) -> Outcome {
         if self.config.maxmemory == 0 {
             return Outcome::Ok;
         }
-        self.perform_evictions(now)
+        let debt = self.eviction.debt.max(0) as u64;
+        self.evict(now, debt)
+    }
+
+    /// The cron's call: also this shard's part of any excess left (memory
+    /// that no write added: buffers, a lowered limit), by its share of the
+    /// evictable keys; and an eviction cut short by its time limit goes on.
+    pub fn perform_evictions(&mut self, now: u64) -> Outcome {
+        let max = self.config.maxmemory;
+        let excess = memory::used().saturating_sub(max);
+        let share = if max == 0 { 0 } else { memory::share_of(self.index, excess) };
+        let debt = self.eviction.debt.max(0) as u64;
+        self.evict(now, debt.max(share))
+    }
+
+    /// Called after a write ran on this shard: what it added, while over
+    /// the limit, is owed to eviction.
+    #[inline]
+    pub(crate) fn owe(&mut self, bytes: i64) {
+        if bytes > 0 {
+            self.eviction.debt += bytes;
+        }
     }
 
     /// Redis's performEvictions for this shard: frees keys by the policy
-    /// until its share of the excess is freed, the time limit passes (the
-    /// cron resumes) or nothing is left to evict.
-    pub fn perform_evictions(&mut self, now: u64) -> Outcome {
+    /// until `to_free` bytes are freed or used memory is back under the
+    /// limit, the time limit passes (the cron goes on) or nothing is left to
+    /// evict.
+    fn evict(&mut self, now: u64, to_free: u64) -> Outcome {
         let (max, policy) = (self.config.maxmemory, self.config.maxmemory_policy);
-        let used = memory::used();
-        if max == 0 || used <= max {
+        let volatile = policy.volatile_only();
+        let evictable = self.dbs.iter().map(|d| if volatile { d.volatile() } else { d.len() }).sum::<usize>();
+        memory::set_weight(self.index, evictable as u64);
+        if max == 0 || memory::used() <= max {
+            self.eviction.debt = 0;
             memory::set_evict_failed(self.index, false);
             return Outcome::Ok;
         }
         if policy == Policy::NoEviction {
+            self.eviction.debt = 0;
             return Outcome::Fail;
         }
-        let to_free = memory::share_of(self.index, used - max) as i64;
+        if to_free == 0 {
+            return Outcome::Ok;
+        }
         let start = memory::thread_used();
         let started = Instant::now();
         let limit = time_limit(self.config.maxmemory_eviction_tenacity);
         let mut evicted = 0u64;
         let outcome = loop {
-            if start - memory::thread_used() >= to_free {
+            if start - memory::thread_used() >= to_free as i64 || memory::used() <= max {
                 break Outcome::Ok;
             }
             let Some((db, key)) = self.pick_victim(now) else {
@@ -214,6 +251,8 @@ impl Shard {
                 break Outcome::Running;
             }
         };
+        let freed = start - memory::thread_used();
+        self.eviction.debt = if outcome == Outcome::Ok { 0 } else { (self.eviction.debt - freed).max(0) };
         if evicted > 0 {
             self.log_expired_keys();
         }
@@ -307,19 +346,28 @@ impl Shard {
     }
 
     /// True once the process's used memory fell by `threshold` from its
-    /// high point since the last time: then every core returns its free
-    /// pages to the OS (mimalloc does so lazily, on later traffic of the
-    /// thread that owns them: an idle core would keep them), whichever core
-    /// freed the blocks.
+    /// high point and stayed down (no growth) for three cron ticks: then
+    /// every core returns its free pages to the OS (mimalloc does so on
+    /// later traffic of the thread that owns them: an idle core would keep
+    /// them), whichever core freed the blocks. A busy server, whose memory
+    /// goes up and down, keeps its pages for reuse.
     pub fn memory_returned(&mut self, threshold: u64) -> bool {
         let now = memory::used();
-        let high = &mut self.eviction.collected_at;
-        if now >= *high || *high - now >= threshold {
-            let fell = now < *high;
-            *high = now;
-            return fell;
+        let e = &mut self.eviction;
+        let grew = now > e.last_used;
+        e.last_used = now;
+        if now >= e.high_used {
+            e.high_used = now;
+            e.quiet_ticks = 0;
+            return false;
         }
-        false
+        e.quiet_ticks = if grew { 0 } else { e.quiet_ticks + 1 };
+        if e.high_used - now < threshold || e.quiet_ticks < 3 {
+            return false;
+        }
+        e.high_used = now;
+        e.quiet_ticks = 0;
+        true
     }
 }
 

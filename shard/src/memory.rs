@@ -3,8 +3,10 @@
 //! locks: each thread adds to its own cache-line slot (one writer, relaxed
 //! load + store, no read-modify-write), and the process total is the sum of
 //! the slots, read relaxed. A block freed on another thread than the one that
-//! allocated it moves bytes between slots, so only the sum is exact; a slot
-//! is a good enough weight for how much of the data its shard holds.
+//! allocated it moves bytes between slots, so only the sum is meaningful
+//! (a thread's own delta over one command is: what that command added).
+//! Also here: each shard's evictable-key weight and "nothing left to evict"
+//! flag, so any core can tell whether the process is out of memory.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -23,8 +25,6 @@ struct Slot(AtomicI64);
 const ZERO: Slot = Slot(AtomicI64::new(0));
 static COUNTERS: [Slot; SLOTS] = [ZERO; SLOTS];
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
-/// Slot of each shard's thread, plus one (0: not registered).
-static SHARD_SLOTS: [AtomicUsize; MAX_SHARDS] = [const { AtomicUsize::new(0) }; MAX_SHARDS];
 static SHARD_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Shards whose last eviction found nothing left to evict while over their
 /// share (Redis's EVICT_FAIL): denyoom commands are refused.
@@ -80,29 +80,34 @@ pub fn used() -> u64 {
 /// Records that the calling thread runs shard `index` (of `count`).
 pub fn register_shard(index: usize, count: usize) {
     if index < MAX_SHARDS {
-        SHARD_SLOTS[index].store(my_slot() + 1, Relaxed);
         SHARD_COUNT.fetch_max(count.min(MAX_SHARDS), Relaxed);
     }
 }
 
-/// Net bytes allocated by shard `index`'s thread (never below 0).
-pub fn shard_used(index: usize) -> u64 {
-    match SHARD_SLOTS[index].load(Relaxed) {
-        0 => 0,
-        s => COUNTERS[s - 1].0.load(Relaxed).max(0) as u64,
+/// Keys each shard may evict (all its keys, or those with a TTL under a
+/// volatile policy), published by the shard as it checks the limit.
+static SHARD_WEIGHT: [AtomicU64; MAX_SHARDS] = [const { AtomicU64::new(0) }; MAX_SHARDS];
+
+pub fn set_weight(index: usize, evictable_keys: u64) {
+    if index < MAX_SHARDS && SHARD_WEIGHT[index].load(Relaxed) != evictable_keys {
+        SHARD_WEIGHT[index].store(evictable_keys, Relaxed);
     }
 }
 
-/// Shard `index`'s part of `excess`: in proportion to what its thread holds
-/// (its data, mostly), at least an equal split's hundredth so a shard that
-/// holds little still gives something back.
+/// Shard `index`'s part of `excess`: in proportion to the keys it may evict
+/// (threads' counters would not do: blocks freed on another core, such as
+/// the mesh's batches, move bytes between them), among the shards that still
+/// have something to evict (a shard with nothing left hands its part to the
+/// others); at least an equal split's hundredth so every shard gives some.
 pub fn share_of(index: usize, excess: u64) -> u64 {
-    let count = SHARD_COUNT.load(Relaxed).max(1);
+    let count = SHARD_COUNT.load(Relaxed).clamp(1, MAX_SHARDS);
     if count == 1 || index >= MAX_SHARDS {
         return excess;
     }
-    let all: u64 = (0..count).map(shard_used).sum();
-    let mine = shard_used(index);
+    let evicting = |j: &usize| *j == index || !EVICT_FAILED[*j].load(Relaxed);
+    let weight = |j: usize| SHARD_WEIGHT[j].load(Relaxed);
+    let all: u64 = (0..count).filter(evicting).map(weight).sum();
+    let mine = weight(index);
     let share = if all == 0 { excess / count as u64 } else { (excess as u128 * mine as u128 / all as u128) as u64 };
     share.max(excess / count as u64 / 100)
 }
@@ -113,15 +118,16 @@ pub fn set_evict_failed(index: usize, failed: bool) {
     }
 }
 
-/// True when some shard is over its share with nothing left to evict.
+/// True when no shard has anything left to evict (Redis's EVICT_FAIL for
+/// the process).
 pub fn evict_failed() -> bool {
     let count = SHARD_COUNT.load(Relaxed).clamp(1, MAX_SHARDS);
-    EVICT_FAILED[..count].iter().any(|f| f.load(Relaxed))
+    EVICT_FAILED[..count].iter().all(|f| f.load(Relaxed))
 }
 
 /// Redis's out-of-memory state for refusing `denyoom` commands: over
-/// `maxmemory` and eviction cannot bring it back (noeviction, or a shard
-/// with nothing left to evict).
+/// `maxmemory` and eviction cannot bring it back (noeviction, or no shard
+/// with anything left to evict).
 pub fn out_of_memory(maxmemory: u64, noeviction: bool) -> bool {
     maxmemory > 0 && used() > maxmemory && (noeviction || evict_failed())
 }

@@ -329,9 +329,10 @@ impl<E: Keyed> DashTable<E> {
         Some(seg.entries.get((rnd() % seg.entries.len as u64) as u32))
     }
 
-    /// Eviction's sample (Redis's dictGetSomeKeys): from a random entry of a
-    /// random segment on, the following entries and segments, until `count`
-    /// entries passed `wanted` or `max_visits` were looked at.
+    /// Eviction's sample: up to `count` entries that pass `wanted`, each
+    /// picked as `random` picks one, looking at `max_visits` at most.
+    /// Independent picks, not a run of neighbours: entries sit in a segment
+    /// in insertion order, so a run would be all old or all new keys.
     pub fn sample(
         &self,
         mut rnd: impl FnMut() -> u64,
@@ -340,30 +341,16 @@ impl<E: Keyed> DashTable<E> {
         wanted: impl Fn(&E) -> bool,
         mut visit: impl FnMut(&E),
     ) {
-        if self.len == 0 {
-            return;
-        }
-        let n = self.segments.len();
-        let mut s = (rnd() % n as u64) as usize;
-        let (mut taken, mut visits) = (0, 0);
-        for _ in 0..n {
-            let entries = &self.segments[s].entries;
-            let len = entries.len as u32;
-            if len > 0 {
-                let start = (rnd() % len as u64) as u32;
-                for k in 0..len {
-                    let e = entries.get((start + k) % len);
-                    visits += 1;
-                    if wanted(e) {
-                        visit(e);
-                        taken += 1;
-                    }
-                    if taken >= count || visits >= max_visits {
-                        return;
-                    }
+        let mut taken = 0;
+        for _ in 0..max_visits {
+            let Some(e) = self.random(&mut rnd) else { return };
+            if wanted(e) {
+                visit(e);
+                taken += 1;
+                if taken >= count {
+                    return;
                 }
             }
-            s = (s + 1) % n;
         }
     }
 

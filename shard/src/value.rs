@@ -128,6 +128,30 @@ impl Value {
     }
 }
 
+/// Grows a string to `len` bytes, the new ones zero (SETRANGE, SETBIT).
+/// A big jump from a small string takes zeroed memory from the allocator,
+/// which hands fresh OS pages over untouched: SETRANGE at offset 512 MB
+/// writes nothing (Redis's sdsgrowzero writes every zero). Growing a big
+/// string at least doubles its capacity without writing the slack, so a
+/// value built in steps copies each byte O(1) times.
+pub fn grow_zeroed(raw: &mut Vec<u8>, len: usize) {
+    if len <= raw.len() {
+        return;
+    }
+    if len > raw.capacity() && len >= 1 << 20 {
+        if raw.len() < len / 8 {
+            let mut fresh = vec![0u8; len];
+            fresh[..raw.len()].copy_from_slice(raw);
+            *raw = fresh;
+            return;
+        }
+        let mut fresh = Vec::with_capacity(len.max(raw.capacity().saturating_mul(2)));
+        fresh.extend_from_slice(raw);
+        *raw = fresh;
+    }
+    raw.resize(len, 0);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -213,12 +213,10 @@ pub async fn exec_begin(conn: &mut Connection, args: Args<'_>) -> Option<Exec> {
     }
     // maxmemory went over since the commands were queued (Redis's
     // rejectCommand on EXEC).
-    if q.commands.iter().any(|(s, _, _)| s.has_flag(DENYOOM)) && !conn.state.master {
-        if conn.core.out_of_memory() {
-            forget_watches(conn).await;
-            conn.error(&format!("EXECABORT Transaction discarded because of: {}", shard::reply::errors::OOM));
-            return None;
-        }
+    if q.commands.iter().any(|(s, _, _)| s.has_flag(DENYOOM)) && !conn.state.master && conn.core.out_of_memory() {
+        forget_watches(conn).await;
+        conn.error(&format!("EXECABORT Transaction discarded because of: {}", shard::reply::errors::OOM));
+        return None;
     }
     let f = footprint(conn, &q);
     if conn.core.cluster().enabled() && crosses_slots(&q) {

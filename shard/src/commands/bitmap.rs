@@ -47,7 +47,7 @@ fn with_bits<R>(
     };
     let raw = raw.ok_or(WRONGTYPE)?;
     if raw.len() < len {
-        raw.resize(len, 0);
+        crate::value::grow_zeroed(raw, len);
     }
     Ok(f(raw))
 }

@@ -214,6 +214,9 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
     shard.stats.commands += 1;
     let reply_start = ctx.reply.buf.len();
     shard.dirty += (spec.flags & flags::WRITE != 0) as u64;
+    // maxmemory: what a write adds on this shard is owed to eviction.
+    let counted = shard.config.maxmemory != 0 && spec.flags & flags::WRITE != 0;
+    let before = if counted { crate::memory::thread_used() } else { 0 };
     // A replica's writes come only from its primary: keys its own clock
     // calls expired are live to them (Redis 7.0's expireIfNeeded).
     let obey_master = shard.dbs[ctx.db].keep_expired && spec.flags & flags::WRITE != 0;
@@ -223,6 +226,9 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
     match spec.handler {
         Some(handler) => handler(shard, ctx, args),
         None => ctx.reply.error(&format!("ERR command '{}' cannot run on a shard", spec.name)),
+    }
+    if counted {
+        shard.owe(crate::memory::thread_used() - before);
     }
     if obey_master {
         shard.dbs.iter_mut().for_each(|db| db.obey_master = false);

@@ -365,9 +365,7 @@ pub fn setrange(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         }
     };
     let end = offset as usize + patch.len();
-    if raw.len() < end {
-        raw.resize(end, 0);
-    }
+    crate::value::grow_zeroed(raw, end);
     raw[offset as usize..end].copy_from_slice(patch);
     ctx.reply.int(raw.len() as i64);
 }
