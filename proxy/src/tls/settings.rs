@@ -56,12 +56,16 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
     let mut config =
         builder.with_single_cert(certs, key).map_err(|e| format!("Failed to load private key: {}: {e}", s.key_file))?;
     config.ignore_client_order = s.prefer_server_ciphers;
-    if s.session_caching && s.session_cache_size > 0 {
-        config.session_storage = ServerSessionMemoryCache::new(s.session_cache_size as usize);
-    } else {
-        config.session_storage = Arc::new(NoServerSessionStorage {});
-        config.send_tls13_tickets = 0;
-    }
+    // As OpenSSL under Redis: stateless tickets always (tls-session-caching
+    // no turns off only the cache), and the server-side cache when on.
+    // Both per core. Tickets matter beyond resumption: they are the data a
+    // TLSv1.3 server sends right after the handshake, which a client with
+    // Nagle on waits for before its first command (a 40 ms delayed ACK).
+    config.ticketer = ring_provider::Ticketer::new().map_err(|e| format!("Failed to configure TLS: {e}"))?;
+    config.session_storage = match s.session_caching && s.session_cache_size > 0 {
+        true => ServerSessionMemoryCache::new(s.session_cache_size as usize),
+        false => Arc::new(NoServerSessionStorage {}),
+    };
     Ok(Arc::new(config))
 }
 
