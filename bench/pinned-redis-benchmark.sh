@@ -12,6 +12,9 @@
 # RING=1 compares both client paths in the same rounds: corekv --client-ring
 # no (glommio's reactor) and --client-ring yes (the default).
 # COREKV=path picks the corekv binary (default target/release/corekv, built).
+# TLS=1 runs both servers with a tls-port (certificates made with openssl in
+# a temp dir; clients present theirs, tls-auth-clients yes) and drives the
+# TLS ports with redis-benchmark --tls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 server_cpu=${1:-0}
@@ -25,20 +28,44 @@ corekv=${COREKV:-target/release/corekv}
 port_redis=$((21000 + RANDOM % 1000))
 port_corekv=$((port_redis + 1000))
 port_ring=$((port_redis + 2000))
-taskset -c "$server_cpu" redis-server --port "$port_redis" --save '' --appendonly no >/dev/null 2>&1 &
+tls_server=()
+tls_client=()
+tls_offset=0
+if [[ ${TLS:-0} == 1 ]]; then
+  certs=$(mktemp -d)
+  (
+    cd "$certs"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=bench CA" 2>/dev/null
+    echo "subjectAltName=DNS:localhost,IP:127.0.0.1" >san.ext
+    for n in server client; do
+      openssl req -newkey rsa:2048 -nodes -keyout $n.key -out $n.csr -subj "/CN=$n" 2>/dev/null
+      openssl x509 -req -in $n.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out $n.crt -days 2 -extfile san.ext 2>/dev/null
+    done
+  )
+  tls_offset=500
+  tls_server=(--tls-cert-file "$certs/server.crt" --tls-key-file "$certs/server.key" --tls-ca-cert-file "$certs/ca.crt")
+  tls_client=(--tls --cacert "$certs/ca.crt" --cert "$certs/client.crt" --key "$certs/client.key")
+fi
+tls_port() { [[ $tls_offset == 0 ]] || echo --tls-port $(($1 + tls_offset)); }
+# shellcheck disable=SC2046
+taskset -c "$server_cpu" redis-server --port "$port_redis" --save '' --appendonly no $(tls_port "$port_redis") "${tls_server[@]}" >/dev/null 2>&1 &
 redis_pid=$!
 reactor=()
 [[ ${RING:-0} == 1 ]] && reactor=(--client-ring no)
-taskset -c "$server_cpu" "$corekv" --port "$port_corekv" --shards 1 --cpus "$server_cpu" --save '' "${reactor[@]}" >/dev/null 2>&1 &
+# shellcheck disable=SC2046
+taskset -c "$server_cpu" "$corekv" --port "$port_corekv" --shards 1 --cpus "$server_cpu" --save '' "${reactor[@]}" \
+  $(tls_port "$port_corekv") "${tls_server[@]}" >/dev/null 2>&1 &
 corekv_pid=$!
 ring_pid=
 ports="$port_redis $port_corekv"
 if [[ ${RING:-0} == 1 ]]; then
-  taskset -c "$server_cpu" "$corekv" --port "$port_ring" --shards 1 --cpus "$server_cpu" --save '' --client-ring yes >/dev/null 2>&1 &
+  # shellcheck disable=SC2046
+  taskset -c "$server_cpu" "$corekv" --port "$port_ring" --shards 1 --cpus "$server_cpu" --save '' --client-ring yes \
+    $(tls_port "$port_ring") "${tls_server[@]}" >/dev/null 2>&1 &
   ring_pid=$!
   ports="$ports $port_ring"
 fi
-trap 'kill $redis_pid $corekv_pid $ring_pid 2>/dev/null || true' EXIT
+trap 'kill $redis_pid $corekv_pid $ring_pid 2>/dev/null || true; [[ -z ${certs:-} ]] || rm -rf "$certs"' EXIT
 for p in $ports; do
   for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.1; done
 done
@@ -50,7 +77,7 @@ hz=$(getconf CLK_TCK)
 run() {
   local pid=$1 port=$2 test=$3 pipeline=$4 n=$5 t0 t1 out
   t0=$(ticks "$pid")
-  out=$(taskset -c "$client_cpu" redis-benchmark -p "$port" -q -t "$test" -c 50 -d 100 -r 100000 -n "$n" -P "$pipeline" 2>/dev/null |
+  out=$(taskset -c "$client_cpu" redis-benchmark -p $((port + tls_offset)) "${tls_client[@]}" -q -t "$test" -c 50 -d 100 -r 100000 -n "$n" -P "$pipeline" 2>/dev/null |
     tr '\r' '\n' | grep 'requests per second' | tail -1 | sed -E 's/.*: ([0-9.]+) requests per second.*/\1/')
   t1=$(ticks "$pid")
   echo "$out $(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v n="$n" 'BEGIN {print (b - a) * 1000000 / hz / n}')"

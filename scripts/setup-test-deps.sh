@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs on a fresh Debian machine: redis-server
 # (the reference for differential tests, and redis-cli/redis-benchmark),
-# plus the deploy tests' tools: shellcheck, systemd-analyze. Idempotent;
+# plus the deploy tests' tools: shellcheck, systemd-analyze, and openssl for
+# the TLS tests' certificates. Idempotent;
 # needs root or sudo only when something is missing.
 set -euo pipefail
 need=()
@@ -9,6 +10,8 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v shellcheck >/dev/null || need+=(shellcheck)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+# tests/tls.rs makes its CA and certificates with openssl.
+command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

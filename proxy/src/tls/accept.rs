@@ -21,6 +21,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port, config: Arc
         (Ok(a), Ok(l)) => format!("addr={a} laddr={l}"),
         _ => String::new(),
     };
+    // As Redis: no Nagle from the first byte, the handshake's flights too.
+    let _ = stream.set_nodelay(true);
     let mut tls = match TlsStream::server(stream, config) {
         Ok(tls) => tls,
         Err(e) => return log::warning(&format!("Error creating a TLS connection: {e}")),

@@ -56,12 +56,16 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
     let mut config =
         builder.with_single_cert(certs, key).map_err(|e| format!("Failed to load private key: {}: {e}", s.key_file))?;
     config.ignore_client_order = s.prefer_server_ciphers;
-    if s.session_caching && s.session_cache_size > 0 {
-        config.session_storage = ServerSessionMemoryCache::new(s.session_cache_size as usize);
-    } else {
-        config.session_storage = Arc::new(NoServerSessionStorage {});
-        config.send_tls13_tickets = 0;
-    }
+    // As OpenSSL under Redis: stateless tickets always (tls-session-caching
+    // no turns off only the cache), and the server-side cache when on.
+    // Both per core. Tickets matter beyond resumption: they are the data a
+    // TLSv1.3 server sends right after the handshake, which a client with
+    // Nagle on waits for before its first command (a 40 ms delayed ACK).
+    config.ticketer = ring_provider::Ticketer::new().map_err(|e| format!("Failed to configure TLS: {e}"))?;
+    config.session_storage = match s.session_caching && s.session_cache_size > 0 {
+        true => ServerSessionMemoryCache::new(s.session_cache_size as usize),
+        false => Arc::new(NoServerSessionStorage {}),
+    };
     Ok(Arc::new(config))
 }
 
@@ -297,5 +301,54 @@ impl ServerCertVerifier for AnyName {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(suites: &[SupportedCipherSuite]) -> Vec<String> {
+        suites.iter().map(|s| format!("{:?}", s.suite())).collect()
+    }
+
+    fn settings(ciphers: &str, ciphersuites: &str) -> TlsSettings {
+        TlsSettings { ciphers: ciphers.into(), ciphersuites: ciphersuites.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn cipher_lists_in_openssl_names() {
+        let all = ring_provider::default_provider().cipher_suites.len();
+        assert_eq!(provider(&settings("", "")).unwrap().cipher_suites.len(), all);
+        let p = provider(&settings("ECDHE-RSA-AES256-GCM-SHA384:NO-SUCH-CIPHER", "TLS_AES_128_GCM_SHA256")).unwrap();
+        assert_eq!(names(&p.cipher_suites), ["TLS13_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384"]);
+        let p = provider(&settings("DEFAULT:!ECDHE-RSA-CHACHA20-POLY1305", "")).unwrap();
+        assert!(!names(&p.cipher_suites).contains(&"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256".to_string()));
+        assert_eq!(p.cipher_suites.len(), all - 1);
+        assert_eq!(provider(&settings("RC4-MD5", "")).err().unwrap(), "Failed to configure ciphers: RC4-MD5");
+        assert_eq!(provider(&settings("", "TLS_NOPE")).err().unwrap(), "Failed to configure ciphersuites: TLS_NOPE");
+    }
+
+    #[test]
+    fn protocols_as_redis_words_them() {
+        assert_eq!(protocols("").unwrap().len(), 2);
+        assert_eq!(protocols("TLSv1.3").unwrap().len(), 1);
+        assert_eq!(protocols("tlsv1.2 TLSv1.3").unwrap().len(), 2);
+        assert!(protocols("TLSv1.1 TLSv1.2").unwrap().len() == 1);
+        assert!(protocols("TLSv1").is_err());
+        assert!(protocols("SSLv3").unwrap_err().starts_with("Invalid tls-protocols specified."));
+    }
+
+    #[test]
+    fn missing_files_are_named() {
+        let s = TlsSettings { port: 6380, ..Default::default() };
+        assert_eq!(server_config(&s).err().unwrap(), "No tls-cert-file configured!");
+        let s = TlsSettings { port: 6380, cert_file: "/nonexistent.crt".into(), key_file: "k".into(), ..s };
+        assert!(server_config(&s).err().unwrap().starts_with("Either tls-ca-cert-file or tls-ca-cert-dir"));
+        let s = TlsSettings { auth_clients: TlsAuthClients::No, ..s };
+        assert_eq!(
+            server_config(&s).err().unwrap(),
+            "Failed to load certificate: /nonexistent.crt: No such file or directory"
+        );
     }
 }
