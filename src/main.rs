@@ -321,6 +321,11 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             Err(_) => return Err("a shard executor stopped during startup".into()),
         }
     }
+    // Again with the port actually bound (the command line may say 0),
+    // before "Ready": whoever waits for that line sees the final title.
+    if let Some(addr) = listen.first() {
+        title::set(&format!("corekv {addr}"));
+    }
     for addr in &listen {
         log::notice(&format!("Ready to accept connections tcp on {addr}"));
         if config.tls.port != 0 {
@@ -329,10 +334,6 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         if config.metrics_port != 0 {
             log::notice(&format!("Metrics on http://{}/metrics", SocketAddr::new(addr.ip(), config.metrics_port)));
         }
-    }
-    // Again with the port actually bound (the command line may say 0).
-    if let Some(addr) = listen.first() {
-        title::set(&format!("corekv {addr}"));
     }
     for handle in handles {
         if let Err(e) = handle.join() {

@@ -18,8 +18,26 @@ pub struct Entry {
     pub username: Vec<u8>,
     /// Unix ms of the last occurrence.
     pub ctime: u64,
+    /// Unix µs of the last occurrence: orders the cores' entries, which
+    /// often share a millisecond.
+    pub at_us: u64,
     /// CLIENT LIST line of the last client.
     pub client_info: String,
+}
+
+impl Entry {
+    /// One occurrence, now.
+    pub fn now(
+        reason: &'static str,
+        context: &'static str,
+        object: Vec<u8>,
+        username: Vec<u8>,
+        client_info: String,
+    ) -> Entry {
+        let at_us =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+        Entry { count: 1, reason, context, object, username, ctime: at_us / 1000, at_us, client_info }
+    }
 }
 
 #[derive(Default)]
@@ -44,6 +62,7 @@ impl AclLog {
                 let mut e = self.entries.remove(i).unwrap_or_else(|| entry.clone());
                 e.count += 1;
                 e.ctime = entry.ctime;
+                e.at_us = entry.at_us;
                 e.client_info = entry.client_info;
                 self.entries.push_front(e);
             }

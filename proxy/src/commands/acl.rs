@@ -122,7 +122,7 @@ fn log(conn: &Connection, reason: &'static str, object: Vec<u8>, username: Vec<u
         .map(|c| c.line(Instant::now()))
         .unwrap_or_default();
     let context = if conn.state.multi.is_some() || conn.state.in_exec { "multi" } else { "toplevel" };
-    let entry = Entry { count: 1, reason, context, object, username, ctime: shard::unix_ms(), client_info };
+    let entry = Entry::now(reason, context, object, username, client_info);
     let max = conn.core.config().acllog_max_len as usize;
     conn.core.acl.log.borrow_mut().add(entry, max);
 }
@@ -479,7 +479,7 @@ async fn acl_log(conn: &mut Connection, args: Args<'_>) {
     }
     let parts = call_all(&conn.core, |core| core.acl.log.borrow().entries.iter().cloned().collect::<Vec<_>>()).await;
     let mut entries: Vec<Entry> = parts.into_iter().flatten().flatten().collect();
-    entries.sort_by_key(|e| std::cmp::Reverse(e.ctime));
+    entries.sort_by_key(|e| std::cmp::Reverse(e.at_us));
     entries.truncate(count);
     let now = shard::unix_ms();
     reply(conn, |r| {

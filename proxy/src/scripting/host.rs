@@ -41,15 +41,7 @@ impl CoreHost<'_> {
             }
             Denied::Channel(i) => ("channel", args.get(i), "can't publish to the channel mentioned in the command"),
         };
-        let entry = crate::acl::log::Entry {
-            count: 1,
-            reason,
-            context: "lua",
-            object: object.to_vec(),
-            username: user.name.clone(),
-            ctime: self.now,
-            client_info: String::new(),
-        };
+        let entry = crate::acl::log::Entry::now(reason, "lua", object.to_vec(), user.name.clone(), String::new());
         let max = self.core.config().acllog_max_len as usize;
         self.core.acl.log.borrow_mut().add(entry, max);
         Err(format!("The user executing the script {text}"))
