@@ -317,8 +317,29 @@ fn drive(port: u16, first_seed: u64, count: usize, run: Duration) -> Tally {
             break;
         }
         if now >= grace {
-            let owed = clients.iter().filter(|c| !c.pending.is_empty()).count();
-            tally.error(format!("{owed} connections still owed replies 30 s after the end"));
+            let owed: Vec<&Client> = clients.iter().filter(|c| !c.pending.is_empty()).collect();
+            tally.error(format!("{} connections still owed replies 30 s after the end", owed.len()));
+            // What the server says of them, for whoever debugs it.
+            let mut status = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            status.write_all(b"CLIENT LIST\r\n").unwrap();
+            // The whole list (MBs with 10k clients): read until it pauses.
+            status.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let (mut list, mut chunk) = (Vec::new(), vec![0u8; 1 << 16]);
+            while let Ok(n @ 1..) = status.read(&mut chunk) {
+                list.extend_from_slice(&chunk[..n]);
+            }
+            let list = String::from_utf8_lossy(&list);
+            for c in owed {
+                let at = c.stream.local_addr().unwrap();
+                let line = list.lines().find(|l| l.contains(&format!("addr={at} "))).unwrap_or("not listed");
+                tally.error(format!(
+                    "{at}: {} replies owed, {} of {} bytes sent, {} bytes of input: {line}",
+                    c.pending.len(),
+                    c.sent,
+                    c.out.len(),
+                    c.input.len()
+                ));
+            }
             break;
         }
         // SAFETY: `fds` is a valid array of pollfd for the call.

@@ -413,6 +413,12 @@ impl Ring {
                 _ => {}
             }
         }
+        // Buffers recycled here (a closed or released connection's input)
+        // do not pass `RingStream::poll_read`'s kick: a receive starved of
+        // them gets its turn now, not at some unrelated later traffic.
+        if !st.dirty.is_empty() && st.bufs.lent < st.bufs.count() as u32 {
+            self.kicked.set(true);
+        }
         let accepted = std::mem::take(&mut st.accepted);
         drop(st);
         if !accepted.is_empty() {
