@@ -608,8 +608,14 @@ impl Ring {
             // completions that woke connections bring them back through a
             // kick when they have written; the rest needs nothing more.
             // SAFETY: only this thread touches the submission queue.
-            let unsubmitted = unsafe { !self.uring.submission_shared().is_empty() };
-            if unsubmitted || self.kicked.get() {
+            let sq = unsafe { self.uring.submission_shared() };
+            // Completions the CQ had no room for wait in the kernel's
+            // overflow list until the next enter: nothing signals the
+            // eventfd for them, so a park here would strand them (a send's
+            // completion among them leaves that connection's replies queued).
+            let (unsubmitted, overflowed) = (!sq.is_empty(), sq.cq_overflow());
+            drop(sq);
+            if unsubmitted || overflowed || self.kicked.get() {
                 self.tell_turn(true);
                 busy_turns += 1;
                 if busy_turns.is_multiple_of(TURNS_PER_REACTOR_POLL) {
