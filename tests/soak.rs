@@ -434,12 +434,7 @@ fn wait_for_clients_to_leave(c: &mut common::Raw) {
     }
 }
 
-// Out of the default run while issue 14's open hang stands: in about a third
-// of runs one connection's replies are never sent (the server read its
-// requests; both kernel queues empty; its CLIENT LIST line is printed).
-// Run it with `cargo test --test soak -- --ignored`.
 #[test]
-#[ignore = "issue 14: one connection's replies sometimes never sent (open)"]
 fn ten_thousand_connections_with_mixed_traffic() {
     let seconds = knob("SOAK_SECONDS", 40);
     let wanted = knob("SOAK_CONNECTIONS", 10_000) as usize;

@@ -26,8 +26,14 @@ impl Connection {
             self.pipeline.flush(&self.core).await;
             match deferred {
                 Deferred::Locked => {
-                    wait_for_release(&self.core).await;
+                    // The unit may have let go while the flush waited: look
+                    // again, and park only straight after a check (a release
+                    // already past would never wake us).
                     deferred = self.handle(args)?;
+                    if matches!(deferred, Deferred::Locked) {
+                        wait_for_release(&self.core).await;
+                        deferred = self.handle(args)?;
+                    }
                 }
                 Deferred::Command(spec) if spec.name == "exec" => {
                     self.exec(args).await;
