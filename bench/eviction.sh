@@ -2,18 +2,24 @@
 # Eviction under a cache workload: redis-server and corekv at the same
 # maxmemory, SET:GET 1:4 over a Zipf key distribution (s 0.99) on a key
 # space several times what fits. Per policy and server: throughput, GET hit
-# ratio (keyspace_hits / (hits + misses)), evictions per second, and
-# used_memory against the limit, after a warm-up that fills the memory.
+# ratio (keyspace_hits / (hits + misses)), evictions, keys held at the end
+# (DBSIZE) and bytes per key ((used_memory - used_memory_startup) / keys),
+# and used_memory against the limit, after a warm-up that fills the memory.
+# Both servers get the same request sequence (a fixed number of requests
+# per client, one seed): a run of fixed length would give the faster server
+# more requests, so more distinct keys and fewer first-time misses.
 # (GETs of evicted keys are misses the load generator would call mismatches:
 # --allow-errors.)
 #
-#   bench/eviction.sh [maxmemory] [keys] [seconds] [shards]
+#   bench/eviction.sh [maxmemory] [keys] [requests] [shards] [value bytes]
+# requests: per client (20 clients) in the measured run; the warm-up runs twice as many.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 maxmemory=${1:-64mb}
 keys=${2:-2000000}
-seconds=${3:-15}
+requests=${3:-300000}
 shards=${4:-2}
+size=${5:-100}
 corekv=${COREKV:-target/release/corekv}
 bench=${BENCH:-target/release/corekv-bench}
 [[ -n ${COREKV:-} ]] || cargo build --release -q -p corekv
@@ -31,7 +37,7 @@ done
 info() { redis-cli -p "$1" info "$2" | tr -d '\r' | awk -F: -v f="$3" '$1 == f {print $2}'; }
 load() {
   "$bench" -p "$1" -t 2 -c 10 --pipeline 8 --ratio 1:4 --key-pattern Z --key-minimum 1 --key-maximum "$keys" \
-    -d 100 --test-time "$2" --quiet --allow-errors --json "$dir/run.json" >/dev/null
+    -d "$size" -n "$2" --seed "$3" --quiet --allow-errors --json "$dir/run.json" >/dev/null
   python3 -c "import json,sys
 def find(o):
     if isinstance(o, dict):
@@ -43,24 +49,26 @@ def find(o):
             if r is not None: return r
 print('%.0f' % find(json.load(open(sys.argv[1]))))" "$dir/run.json"
 }
-echo "maxmemory $maxmemory, $keys keys (Zipf s=0.99, 100-byte values), SET:GET 1:4, ${seconds}s after a ${seconds}s warm-up, corekv --shards $shards"
-printf '%-15s %-13s %10s %9s %12s %14s\n' policy server ops/s hit% evictions/s used/limit
+echo "maxmemory $maxmemory, $keys keys (Zipf s=0.99, $size-byte values), SET:GET 1:4, 20 x $requests requests after 20 x $((2 * requests)), corekv --shards $shards"
+printf '%-15s %-13s %9s %8s %9s %9s %9s %10s\n' policy server ops/s hit% evicted keys B/key used/limit
 for policy in allkeys-lru allkeys-lfu allkeys-random; do
   for server in "redis-server $base" "corekv $((base + 1))"; do
     read -r name port <<<"$server"
     redis-cli -p "$port" flushall >/dev/null
     redis-cli -p "$port" config set maxmemory-policy "$policy" >/dev/null
-    load "$port" "$seconds" >/dev/null
+    load "$port" $((2 * requests)) 1 >/dev/null
     redis-cli -p "$port" config resetstat >/dev/null
-    ops=$(load "$port" "$seconds")
+    ops=$(load "$port" "$requests" 2)
     hits=$(info "$port" stats keyspace_hits)
     misses=$(info "$port" stats keyspace_misses)
     evicted=$(info "$port" stats evicted_keys)
     used=$(info "$port" memory used_memory)
+    startup=$(info "$port" memory used_memory_startup)
     limit=$(info "$port" memory maxmemory)
-    printf '%-15s %-13s %10s %8.2f%% %12.0f %14.3f\n' "$policy" "$name" "$ops" \
-      "$(awk -v h="$hits" -v m="$misses" 'BEGIN {print 100 * h / (h + m)}')" \
-      "$(awk -v e="$evicted" -v s="$seconds" 'BEGIN {print e / s}')" \
+    held=$(redis-cli -p "$port" dbsize)
+    printf '%-15s %-13s %9s %7.2f%% %9s %9s %9.0f %10.3f\n' "$policy" "$name" "$ops" \
+      "$(awk -v h="$hits" -v m="$misses" 'BEGIN {print 100 * h / (h + m)}')" "$evicted" "$held" \
+      "$(awk -v u="$used" -v s="$startup" -v k="$held" 'BEGIN {print (u - s) / k}')" \
       "$(awk -v u="$used" -v l="$limit" 'BEGIN {print u / l}')"
   done
 done

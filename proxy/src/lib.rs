@@ -12,6 +12,7 @@ pub mod conn;
 pub mod coordinator;
 pub mod core;
 pub mod execute;
+pub mod fd_limit;
 pub mod fd_shed;
 pub mod latency;
 pub mod log;

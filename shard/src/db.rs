@@ -58,6 +58,16 @@ impl Entry {
         self.access = (crate::evict::lfu_new(now) & !0xff) | counter.min(255) as u32;
     }
 
+    /// Redis's objectSetLRUOrLFU (RDB load, RESTORE): the LFU counter under
+    /// an LFU policy, else the idle time; each only under its own policy.
+    pub fn restore_access(&mut self, now: u64, lfu: bool, idle: Option<u64>, freq: Option<u8>) {
+        match (lfu, idle, freq) {
+            (false, Some(idle), _) => self.set_idle_seconds(now, idle),
+            (true, _, Some(freq)) => self.set_lfu(now, freq as u64),
+            _ => {}
+        }
+    }
+
     #[inline]
     pub(crate) fn is_expired(&self, now: u64) -> bool {
         self.expire_at != 0 && self.expire_at <= now

@@ -58,6 +58,11 @@ impl Policy {
         matches!(self, Policy::VolatileLfu | Policy::AllkeysLfu)
     }
 
+    /// Redis's MAXMEMORY_FLAG_LRU: saved keys carry their idle time.
+    pub fn is_lru(self) -> bool {
+        matches!(self, Policy::VolatileLru | Policy::AllkeysLru)
+    }
+
     fn volatile_only(self) -> bool {
         matches!(self, Policy::VolatileLru | Policy::VolatileLfu | Policy::VolatileRandom | Policy::VolatileTtl)
     }

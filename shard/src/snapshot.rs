@@ -13,7 +13,8 @@
 //! A FLUSHDB during the walk hands the old table over to the walk.
 
 use crate::db::{Db, Entry};
-use crate::rdb::{self, SaveOptions};
+use crate::evict::lfu_counter;
+use crate::rdb::{self, Access, SaveOptions};
 use crate::shard::Shard;
 use crate::table::DashTable;
 use std::time::Instant;
@@ -23,6 +24,8 @@ pub(crate) struct EntryWriter {
     pub(crate) epoch: u32,
     cut_ms: u64,
     opts: SaveOptions,
+    /// What each key carries of its last access, by the policy at the cut.
+    access: SaveAccess,
     /// Serialized entries not yet handed to the part file.
     pub(crate) out: Vec<u8>,
     /// Keys written so far (INFO's current_save_keys_processed).
@@ -38,11 +41,25 @@ impl EntryWriter {
             entry.snap = self.epoch;
             // A key whose time had run out at the cut was already gone.
             if !entry.is_expired(self.cut_ms) {
-                rdb::write_entry(&mut self.out, &entry.key, &entry.value, entry.expire_at(), &self.opts);
+                let access = match self.access {
+                    SaveAccess::Nothing => Access::None,
+                    SaveAccess::Idle => Access::Idle(entry.idle_seconds(self.cut_ms)),
+                    SaveAccess::Freq(decay) => Access::Freq(lfu_counter(entry.access(), self.cut_ms, decay) as u8),
+                };
+                rdb::write_entry(&mut self.out, &entry.key, &entry.value, entry.expire_at(), access, &self.opts);
                 self.written += 1;
             }
         }
     }
+}
+
+/// Redis saves the LRU idle time under an LRU policy, the LFU counter
+/// (decayed to the cut) under an LFU one, neither otherwise.
+#[derive(Clone, Copy)]
+enum SaveAccess {
+    Nothing,
+    Idle,
+    Freq(u32),
 }
 
 pub(crate) struct DbSnapshot {
@@ -109,8 +126,17 @@ impl Shard {
         st.selected = None;
         st.resized = vec![false; self.dbs.len()];
         let epoch = st.epoch;
+        let policy = self.config.maxmemory_policy;
+        let access = if policy.is_lfu() {
+            SaveAccess::Freq(self.config.lfu_decay_time.min(u32::MAX as u64) as u32)
+        } else if policy.is_lru() {
+            SaveAccess::Idle
+        } else {
+            SaveAccess::Nothing
+        };
         for (index, db) in self.dbs.iter_mut().enumerate() {
-            let writer = EntryWriter { epoch, cut_ms, opts: SaveOptions { compress }, out: Vec::new(), written: 0 };
+            let opts = SaveOptions { compress };
+            let writer = EntryWriter { epoch, cut_ms, opts, access, out: Vec::new(), written: 0 };
             let at_cut = (db.len() as u64, db.volatile() as u64);
             db.snap = Some(Box::new(DbSnapshot { writer, frozen: None, cursor: Some(0), index, at_cut }));
         }

@@ -1,6 +1,6 @@
 //! ACL LOG: denied commands, keys and failed AUTHs, as Redis 7.0's
 //! `ACLLog`. Each core keeps the entries of its own connections; ACL LOG
-//! gathers them, newest first.
+//! merges them into the one list Redis would hold (`merge`).
 
 use std::collections::VecDeque;
 
@@ -47,8 +47,22 @@ pub struct AclLog {
 }
 
 impl AclLog {
+    /// The cores' logs as one, grouped as Redis's single log groups them:
+    /// every core's entries, oldest first, go through `add`'s grouping,
+    /// counts summed (an entry stands for its group's events at its last
+    /// time). Newest first, at most `max_len`.
+    pub fn merge(parts: impl IntoIterator<Item = Entry>, max_len: usize) -> AclLog {
+        let mut all: Vec<Entry> = parts.into_iter().collect();
+        all.sort_by_key(|e| e.at_us);
+        let mut log = AclLog::default();
+        for e in all {
+            log.add(e, max_len);
+        }
+        log
+    }
+
     /// `addACLLogEntry`: bumps a similar recent entry (among the newest 10)
-    /// or adds one, keeping at most `max_len`.
+    /// by the entry's count or adds it, keeping at most `max_len`.
     pub fn add(&mut self, entry: Entry, max_len: usize) {
         let similar = self.entries.iter().take(10).position(|e| {
             e.reason == entry.reason
@@ -60,7 +74,7 @@ impl AclLog {
         match similar {
             Some(i) => {
                 let mut e = self.entries.remove(i).unwrap_or_else(|| entry.clone());
-                e.count += 1;
+                e.count += entry.count;
                 e.ctime = entry.ctime;
                 e.at_us = entry.at_us;
                 e.client_info = entry.client_info;
@@ -69,5 +83,40 @@ impl AclLog {
             None => self.entries.push_front(entry),
         }
         self.entries.truncate(max_len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(object: &str, client: &str, at_us: u64) -> Entry {
+        let e = Entry::now("command", "toplevel", object.into(), b"u".to_vec(), client.into());
+        Entry { at_us, ctime: at_us / 1000, ..e }
+    }
+
+    #[test]
+    fn cores_entries_merge_into_redis_groups() {
+        // Core A saw get, set, get; core B get, get (interleaved in time).
+        let mut a = AclLog::default();
+        let mut b = AclLog::default();
+        a.add(at("get", "a1", 1_000), 128);
+        b.add(at("get", "b1", 2_000), 128);
+        a.add(at("set", "a2", 3_000), 128);
+        a.add(at("get", "a3", 4_000), 128);
+        b.add(at("get", "b2", 5_000), 128);
+        assert_eq!(a.entries.len() + b.entries.len(), 3);
+        let merged = AclLog::merge(a.entries.into_iter().chain(b.entries), 128);
+        let got: Vec<(String, u64, String)> = merged
+            .entries
+            .iter()
+            .map(|e| (String::from_utf8_lossy(&e.object).into_owned(), e.count, e.client_info.clone()))
+            .collect();
+        // One list: get x4 (the last client's info), set x1.
+        assert_eq!(got, vec![("get".into(), 4, "b2".into()), ("set".into(), 1, "a2".into())]);
+        // A minute apart: separate entries, as in Redis.
+        let merged = AclLog::merge([at("get", "x", 0), at("get", "y", 61_000_000)], 128);
+        assert_eq!(merged.entries.len(), 2);
+        assert_eq!(AclLog::merge([at("a", "", 1), at("b", "", 2), at("c", "", 3)], 2).entries.len(), 2);
     }
 }

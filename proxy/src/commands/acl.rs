@@ -5,7 +5,7 @@
 
 use super::reply::{help, reply};
 use crate::acl::commands::{registry, CATEGORIES};
-use crate::acl::log::Entry;
+use crate::acl::log::{AclLog, Entry};
 use crate::acl::selector::Denied;
 use crate::acl::users::Users;
 use crate::coordinator::dispatch::{call_all, call_task};
@@ -478,8 +478,8 @@ async fn acl_log(conn: &mut Connection, args: Args<'_>) {
         }
     }
     let parts = call_all(&conn.core, |core| core.acl.log.borrow().entries.iter().cloned().collect::<Vec<_>>()).await;
-    let mut entries: Vec<Entry> = parts.into_iter().flatten().flatten().collect();
-    entries.sort_by_key(|e| std::cmp::Reverse(e.at_us));
+    let max = conn.core.config().acllog_max_len as usize;
+    let mut entries: Vec<Entry> = AclLog::merge(parts.into_iter().flatten().flatten(), max).entries.into();
     entries.truncate(count);
     let now = shard::unix_ms();
     reply(conn, |r| {

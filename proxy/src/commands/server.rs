@@ -405,6 +405,18 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         }
         changes.push((param.name.to_string(), value));
     }
+    // Redis's updateMaxclients: the descriptors for it, or its error.
+    if changes.iter().any(|(n, _)| n == "maxclients") {
+        use crate::fd_limit::{adjust_open_files_limit, Adjusted};
+        let fits = match adjust_open_files_limit(candidate.maxclients) {
+            Adjusted::Enough => None,
+            Adjusted::Lowered(n) => Some(n),
+            Adjusted::TooLow(..) => Some(0),
+        };
+        if let Some(n) = fits {
+            return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {n}"));
+        }
+    }
     let password = changes.iter().any(|(n, _)| n == "requirepass");
     let acl_changed = password || changes.iter().any(|(n, _)| n == "acl-pubsub-default");
     let aof_was = conn.core.aof.enabled.get();

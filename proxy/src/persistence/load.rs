@@ -98,6 +98,7 @@ pub fn load_keys(core: &Core, dump: &Dump, drop_expired: bool) -> Result<(), Str
     reader.set_verify_checksum(checksum && index == 0);
     let now = shard::unix_ms();
     let (mut loaded, mut expired) = (0u64, 0u64);
+    let lfu = shard.config.maxmemory_policy.is_lfu();
     loop {
         let item = reader.next_with(owned).map_err(fail)?;
         match item {
@@ -113,17 +114,14 @@ pub fn load_keys(core: &Core, dump: &Dump, drop_expired: bool) -> Result<(), Str
                     "FATAL: Data file was created with a Redis server configured to handle more than {databases} databases. Exiting"
                 ));
             }
-            Some(Item::Entry { db, key, expire_at_ms, idle, value, .. }) => {
+            Some(Item::Entry { db, key, expire_at_ms, idle, freq, value }) => {
                 // Keys already expired are dropped, as a primary does.
                 if drop_expired && expire_at_ms.is_some_and(|at| at <= now) {
                     expired += 1;
                     continue;
                 }
                 let ttl = expire_at_ms.map_or(Ttl::Clear, Ttl::At);
-                let entry = shard.dbs[db].set(&key, value, ttl, now);
-                if let Some(idle) = idle {
-                    entry.set_idle_seconds(now, idle);
-                }
+                shard.dbs[db].set(&key, value, ttl, now).restore_access(now, lfu, idle, freq);
                 loaded += 1;
             }
             // Redis's own start-up lines, once.

@@ -90,12 +90,7 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
     let lfu = s.config.maxmemory_policy.is_lfu();
     let entry = s.dbs[ctx.db].set(key, value, expire_at.map_or(Ttl::Clear, Ttl::At), ctx.now);
-    // Redis's objectSetLRUOrLFU: each option counts only under its policy.
-    match (lfu, o.idle, o.freq) {
-        (false, Some(idle), _) => entry.set_idle_seconds(ctx.now, idle),
-        (true, _, Some(freq)) => entry.set_lfu(ctx.now, freq as u64),
-        _ => {}
-    }
+    entry.restore_access(ctx.now, lfu, o.idle, o.freq);
     ctx.reply.ok();
 }
 

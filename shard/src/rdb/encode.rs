@@ -3,7 +3,7 @@
 //! encoding (`rdbSaveObjectType`, `rdbSaveObject`).
 
 use super::listpack::Writer;
-use super::{intset, kind, lzf, opcode, SaveOptions, RDB_VERSION, REDIS_VER};
+use super::{intset, kind, lzf, opcode, Access, SaveOptions, RDB_VERSION, REDIS_VER};
 use crate::numbers::{format_double, DoubleBuf};
 use crate::types::hash::Hash;
 use crate::types::list::List;
@@ -154,11 +154,26 @@ pub fn write_eof(out: &mut Vec<u8>) {
     out.push(opcode::EOF);
 }
 
-/// One key: its expiry, type, key and value (`rdbSaveKeyValuePair`).
-pub fn write_entry(out: &mut Vec<u8>, key: &[u8], value: &Value, expire_at_ms: Option<u64>, opts: &SaveOptions) {
+/// One key: its expiry, last access, type, key and value (`rdbSaveKeyValuePair`).
+pub fn write_entry(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: &Value,
+    expire_at_ms: Option<u64>,
+    access: Access,
+    opts: &SaveOptions,
+) {
     if let Some(at) = expire_at_ms {
         out.push(opcode::EXPIRETIME_MS);
         out.extend_from_slice(&at.to_le_bytes());
+    }
+    match access {
+        Access::None => {}
+        Access::Idle(seconds) => {
+            out.push(opcode::IDLE);
+            write_len(out, seconds);
+        }
+        Access::Freq(counter) => out.extend_from_slice(&[opcode::FREQ, counter]),
     }
     out.push(value_type(value));
     write_string(out, key, opts);

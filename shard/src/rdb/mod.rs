@@ -79,6 +79,15 @@ pub mod opcode {
     pub const EOF: u8 = 255;
 }
 
+/// What a saved key carries of its last access (`rdbSaveKeyValuePair`):
+/// the idle seconds under an LRU policy, the LFU counter under an LFU one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    None,
+    Idle(u64),
+    Freq(u8),
+}
+
 /// How values are written.
 #[derive(Clone, Copy, Debug)]
 pub struct SaveOptions {

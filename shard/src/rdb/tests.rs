@@ -61,7 +61,7 @@ fn file(entries: &[Entry], compress: bool) -> Vec<u8> {
     let expires = entries.iter().filter(|e| e.2.is_some()).count() as u64;
     write_resize_db(&mut out, entries.len() as u64, expires);
     for (k, v, ttl) in entries {
-        write_entry(&mut out, k, v, *ttl, &SaveOptions { compress });
+        write_entry(&mut out, k, v, *ttl, Access::None, &SaveOptions { compress });
     }
     write_eof(&mut out);
     let crc = crc64::crc64(&out);

@@ -58,13 +58,15 @@ fn load_rdb_base(shard: &mut Shard, bytes: &[u8]) -> Result<(), String> {
     reader.set_verify_checksum(true);
     let databases = shard.dbs.len();
     let now = shard::unix_ms();
+    let lfu = shard.config.maxmemory_policy.is_lfu();
     loop {
         match reader.next().map_err(|e| e.to_string())? {
             None => return Err("unexpected end of file".into()),
             Some(Item::Eof { checksum_ok: false }) => return Err("wrong RDB checksum".into()),
             Some(Item::Eof { .. }) => return Ok(()),
-            Some(Item::Entry { db, key, expire_at_ms, value, .. }) if db < databases => {
-                shard.dbs[db].set(&key, value, expire_at_ms.map_or(Ttl::Clear, Ttl::At), now);
+            Some(Item::Entry { db, key, expire_at_ms, idle, freq, value }) if db < databases => {
+                let ttl = expire_at_ms.map_or(Ttl::Clear, Ttl::At);
+                shard.dbs[db].set(&key, value, ttl, now).restore_access(now, lfu, idle, freq);
             }
             Some(Item::Entry { db, .. }) | Some(Item::SelectDb(db)) if db >= databases => {
                 return Err(format!("database {db} out of range (databases {databases})"));
