@@ -74,7 +74,10 @@ fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<(Ra
 fn spawn_conn(core: Rc<Core>, stream: ClientStream, port: Port, tls: Option<TlsConfig>) {
     match tls {
         None => glommio::spawn_local(conn::serve(core, stream, port)).detach(),
-        Some(config) => glommio::spawn_local(tls::accept::serve(core, stream, port, config)).detach(),
+        Some(config) => {
+            let config = tls::settings::current(config);
+            glommio::spawn_local(tls::accept::serve(core, stream, port, config)).detach()
+        }
     };
 }
 

@@ -739,23 +739,25 @@ pub static PARAMS: &[Param] = &[
         int_in(v, 0, i32::MAX as i64)? as u64),
     param!("client-ring-sqpoll", false, |c| c.client_ring_sqpoll_ms.to_string(), |c, v| c.client_ring_sqpoll_ms =
         int_in(v, 0, 60_000)? as u32),
-    // TLS (proxy/src/tls/): read at start only.
+    // TLS (proxy/src/tls/): CONFIG SET builds every core's configuration
+    // anew (new connections use it); the listeners (tls-port, tls-cluster)
+    // are set at start.
     param!("tls-port", false, |c| c.tls.port.to_string(), |c, v| c.tls.port = int_in(v, 0, 65535)? as u16),
-    param!("tls-cert-file", false, |c| c.tls.cert_file.clone(), |c, v| c.tls.cert_file = one(v)?.to_string()),
-    param!("tls-key-file", false, |c| c.tls.key_file.clone(), |c, v| c.tls.key_file = one(v)?.to_string()),
-    param!("tls-key-file-pass", false, |c| c.tls.key_file_pass.clone(), |c, v| c.tls.key_file_pass =
+    param!("tls-cert-file", true, |c| c.tls.cert_file.clone(), |c, v| c.tls.cert_file = one(v)?.to_string()),
+    param!("tls-key-file", true, |c| c.tls.key_file.clone(), |c, v| c.tls.key_file = one(v)?.to_string()),
+    param!("tls-key-file-pass", true, |c| c.tls.key_file_pass.clone(), |c, v| c.tls.key_file_pass =
         one(v)?.to_string()),
-    param!("tls-client-cert-file", false, |c| c.tls.client_cert_file.clone(), |c, v| c.tls.client_cert_file =
+    param!("tls-client-cert-file", true, |c| c.tls.client_cert_file.clone(), |c, v| c.tls.client_cert_file =
         one(v)?.to_string()),
-    param!("tls-client-key-file", false, |c| c.tls.client_key_file.clone(), |c, v| c.tls.client_key_file =
+    param!("tls-client-key-file", true, |c| c.tls.client_key_file.clone(), |c, v| c.tls.client_key_file =
         one(v)?.to_string()),
-    param!("tls-client-key-file-pass", false, |c| c.tls.client_key_file_pass.clone(), |c, v| c
+    param!("tls-client-key-file-pass", true, |c| c.tls.client_key_file_pass.clone(), |c, v| c
         .tls
         .client_key_file_pass =
         one(v)?.to_string()),
-    param!("tls-ca-cert-file", false, |c| c.tls.ca_cert_file.clone(), |c, v| c.tls.ca_cert_file = one(v)?.to_string()),
-    param!("tls-ca-cert-dir", false, |c| c.tls.ca_cert_dir.clone(), |c, v| c.tls.ca_cert_dir = one(v)?.to_string()),
-    param!("tls-auth-clients", false, |c| c.tls.auth_clients.name().into(), |c, v| {
+    param!("tls-ca-cert-file", true, |c| c.tls.ca_cert_file.clone(), |c, v| c.tls.ca_cert_file = one(v)?.to_string()),
+    param!("tls-ca-cert-dir", true, |c| c.tls.ca_cert_dir.clone(), |c, v| c.tls.ca_cert_dir = one(v)?.to_string()),
+    param!("tls-auth-clients", true, |c| c.tls.auth_clients.name().into(), |c, v| {
         c.tls.auth_clients = match one(v)?.to_ascii_lowercase().as_str() {
             "no" => TlsAuthClients::No,
             "yes" => TlsAuthClients::Yes,
@@ -763,24 +765,24 @@ pub static PARAMS: &[Param] = &[
             _ => return Err("argument(s) must be one of the following: no, yes, optional".into()),
         }
     }),
-    param!("tls-protocols", false, |c| c.tls.protocols.clone(), |c, v| c.tls.protocols = v.join(" ")),
-    param!("tls-ciphers", false, |c| c.tls.ciphers.clone(), |c, v| c.tls.ciphers = one(v)?.to_string()),
-    param!("tls-ciphersuites", false, |c| c.tls.ciphersuites.clone(), |c, v| c.tls.ciphersuites = one(v)?.to_string()),
-    param!("tls-prefer-server-ciphers", false, |c| show_yes_no(c.tls.prefer_server_ciphers), |c, v| c
+    param!("tls-protocols", true, |c| c.tls.protocols.clone(), |c, v| c.tls.protocols = v.join(" ")),
+    param!("tls-ciphers", true, |c| c.tls.ciphers.clone(), |c, v| c.tls.ciphers = one(v)?.to_string()),
+    param!("tls-ciphersuites", true, |c| c.tls.ciphersuites.clone(), |c, v| c.tls.ciphersuites = one(v)?.to_string()),
+    param!("tls-prefer-server-ciphers", true, |c| show_yes_no(c.tls.prefer_server_ciphers), |c, v| c
         .tls
         .prefer_server_ciphers =
         yes_no(v)?),
-    param!("tls-session-caching", false, |c| show_yes_no(c.tls.session_caching), |c, v| c.tls.session_caching =
+    param!("tls-session-caching", true, |c| show_yes_no(c.tls.session_caching), |c, v| c.tls.session_caching =
         yes_no(v)?),
-    param!("tls-session-cache-size", false, |c| c.tls.session_cache_size.to_string(), |c, v| c
+    param!("tls-session-cache-size", true, |c| c.tls.session_cache_size.to_string(), |c, v| c
         .tls
         .session_cache_size =
         int_in(v, 0, i32::MAX as i64)? as u64),
-    param!("tls-session-cache-timeout", false, |c| c.tls.session_cache_timeout.to_string(), |c, v| c
+    param!("tls-session-cache-timeout", true, |c| c.tls.session_cache_timeout.to_string(), |c, v| c
         .tls
         .session_cache_timeout =
         int_in(v, 0, i32::MAX as i64)? as u64),
-    param!("tls-replication", false, |c| show_yes_no(c.tls.replication), |c, v| c.tls.replication = yes_no(v)?),
+    param!("tls-replication", true, |c| show_yes_no(c.tls.replication), |c, v| c.tls.replication = yes_no(v)?),
     param!("tls-cluster", false, |c| show_yes_no(c.tls.cluster), |c, v| c.tls.cluster = yes_no(v)?),
     param!("metrics-port", false, |c| c.metrics_port.to_string(), |c, v| c.metrics_port = int_in(v, 0, 65535)? as u16),
 ];

@@ -6,6 +6,7 @@ use crate::core::Core;
 use crate::log;
 use crate::persistence;
 use crate::session::Connection;
+use crate::tls;
 use shard::config::find_param;
 use shard::reply::errors::SYNTAX;
 use shard::Args;
@@ -417,6 +418,22 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
             return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with {n}"));
         }
     }
+    // Redis's applyTlsCfg: a configuration that cannot be built is refused
+    // (the reason in the log), one that can goes to every core.
+    let tls_changed = changes.iter().any(|(n, _)| n.starts_with("tls-"));
+    if tls_changed {
+        let s = &candidate.tls;
+        let built = match (s.port != 0 || s.cluster, s.replication) {
+            (false, false) => Ok(()),
+            (server, client) => (if server { tls::settings::server_config(s).map(drop) } else { Ok(()) })
+                .and_then(|()| if client { tls::settings::client_config(s).map(drop) } else { Ok(()) }),
+        };
+        if let Err(reason) = built {
+            log::warning(&reason);
+            let name = changes.iter().find(|(n, _)| n.starts_with("tls-")).map_or("", |(n, _)| n.as_str());
+            return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Unable to update TLS configuration. Check server logs."));
+        }
+    }
     let password = changes.iter().any(|(n, _)| n == "requirepass");
     let acl_changed = password || changes.iter().any(|(n, _)| n == "acl-pubsub-default");
     let aof_was = conn.core.aof.enabled.get();
@@ -432,6 +449,13 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
             }
         }
         shard.apply_config();
+        let tls = &shard.config.tls;
+        if tls_changed && (tls.port != 0 || tls.cluster) {
+            // Checked above; each core builds its own (its own session cache).
+            if let Ok(config) = tls::settings::server_config(tls) {
+                tls::settings::install(config);
+            }
+        }
     })
     .await;
     if applied.iter().any(Option::is_none) {

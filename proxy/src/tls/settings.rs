@@ -1,20 +1,42 @@
 //! rustls configurations from Redis's `tls-*` settings. Each core builds its
 //! own server configuration (its own session cache: nothing shared between
 //! cores); `check` builds them once at start so a bad certificate, key or
-//! setting stops the start with Redis's message.
+//! setting stops the start with Redis's message. CONFIG SET of a `tls-*`
+//! setting builds a new one on every core (`install`), which connections
+//! accepted from then on use, as Redis 7.0 reconfigures its SSL_CTX.
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{ring as ring_provider, CryptoProvider};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
+use rustls::server::{
+    NoServerSessionStorage, ProducesTickets, ServerSessionMemoryCache, StoresServerSessions, WebPkiClientVerifier,
+};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme,
     SupportedCipherSuite, SupportedProtocolVersion,
 };
 use shard::config::{TlsAuthClients, TlsSettings};
+use std::cell::RefCell;
 use std::sync::Arc;
+
+thread_local! {
+    /// This core's server configuration since the last CONFIG SET of a
+    /// `tls-*` setting (None: the one its listeners started with).
+    static INSTALLED: RefCell<Option<Arc<ServerConfig>>> = const { RefCell::new(None) };
+}
+
+/// The configuration a connection accepted now on this core handshakes
+/// with: CONFIG SET's, else the listener's own.
+pub fn current(started_with: Arc<ServerConfig>) -> Arc<ServerConfig> {
+    INSTALLED.with(|c| c.borrow().clone()).unwrap_or(started_with)
+}
+
+/// Installs `config` for this core's new TLS connections.
+pub fn install(config: Arc<ServerConfig>) {
+    INSTALLED.with(|c| *c.borrow_mut() = Some(config));
+}
 
 /// Everything a start with these settings would build; the error is the
 /// line Redis logs before it exits.
@@ -61,9 +83,13 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
     // Both per core. Tickets matter beyond resumption: they are the data a
     // TLSv1.3 server sends right after the handshake, which a client with
     // Nagle on waits for before its first command (a 40 ms delayed ACK).
-    config.ticketer = ring_provider::Ticketer::new().map_err(|e| format!("Failed to configure TLS: {e}"))?;
+    // `tls-session-cache-timeout` (OpenSSL's SSL_CTX_set_timeout) bounds
+    // both: rustls checks neither a ticket's age nor a cached session's.
+    let timeout = s.session_cache_timeout;
+    let ticketer = ring_provider::Ticketer::new().map_err(|e| format!("Failed to configure TLS: {e}"))?;
+    config.ticketer = Arc::new(TimedTickets { inner: ticketer, timeout });
     config.session_storage = match s.session_caching && s.session_cache_size > 0 {
-        true => ServerSessionMemoryCache::new(s.session_cache_size as usize),
+        true => Arc::new(TimedCache { inner: ServerSessionMemoryCache::new(s.session_cache_size as usize), timeout }),
         false => Arc::new(NoServerSessionStorage {}),
     };
     Ok(Arc::new(config))
@@ -114,17 +140,107 @@ fn certificates(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {
 }
 
 fn private_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| {
-        let hint = match pass.is_empty() {
-            true => String::new(),
-            // Cheap to refuse clearly, costly to support: the pkcs8
-            // decryption stack for one setting.
-            false => {
-                " (encrypted keys with tls-key-file-pass are not supported: decrypt it with `openssl pkey`)".into()
-            }
-        };
-        format!("Failed to load private key: {path}: {}{hint}", pem_reason(e))
-    })
+    let failed = |reason: String| format!("Failed to load private key: {path}: {reason}");
+    let text = std::fs::read_to_string(path).map_err(|e| failed(shard::config::os_reason(&e)))?;
+    if let Some(key) = encrypted_key(&text, pass).map_err(failed)? {
+        return Ok(key);
+    }
+    if text.contains("Proc-Type: 4,ENCRYPTED") {
+        return Err(failed(
+            "legacy PEM encryption is not supported: convert the key to encrypted PKCS#8 (`openssl pkcs8 -topk8`)".into(),
+        ));
+    }
+    PrivateKeyDer::from_pem_slice(text.as_bytes()).map_err(|e| failed(pem_reason(e)))
+}
+
+/// The file's `ENCRYPTED PRIVATE KEY` (PKCS#8, PBES2 as OpenSSL writes it)
+/// decrypted with `tls-key-file-pass` (OpenSSL's passphrase callback under
+/// Redis); `None` when the file holds no encrypted key.
+fn encrypted_key(text: &str, pass: &str) -> Result<Option<PrivateKeyDer<'static>>, String> {
+    const BEGIN: &str = "-----BEGIN ENCRYPTED PRIVATE KEY-----";
+    const END: &str = "-----END ENCRYPTED PRIVATE KEY-----";
+    let Some(start) = text.find(BEGIN) else { return Ok(None) };
+    let end = text[start..].find(END).map(|e| start + e + END.len()).ok_or("unterminated PEM block")?;
+    let (_, der) = pkcs8::der::Document::from_pem(&text[start..end]).map_err(|e| e.to_string())?;
+    let info = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_bytes()).map_err(|e| e.to_string())?;
+    if pass.is_empty() {
+        return Err("the key is encrypted and no passphrase is set (tls-key-file-pass)".into());
+    }
+    // A wrong passphrase fails the padding check (OpenSSL: "bad decrypt").
+    let key = info.decrypt(pass).map_err(|_| "bad decrypt (wrong passphrase?)".to_string())?;
+    Ok(Some(PrivateKeyDer::Pkcs8(key.as_bytes().to_vec().into())))
+}
+
+/// Seconds since the epoch, as tickets and cached sessions are stamped.
+fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// `data` stamped with the time it was issued.
+fn stamped(data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + data.len());
+    out.extend_from_slice(&now_secs().to_be_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+/// What `stamped` held, while younger than `timeout` seconds.
+fn fresh(stamped: Vec<u8>, timeout: u64) -> Option<Vec<u8>> {
+    let at = u64::from_be_bytes(stamped.get(..8)?.try_into().ok()?);
+    (now_secs().saturating_sub(at) < timeout).then(|| stamped[8..].to_vec())
+}
+
+/// Session tickets that expire after `tls-session-cache-timeout`: the issue
+/// time is sealed inside the ticket and checked when it comes back.
+#[derive(Debug)]
+struct TimedTickets {
+    inner: Arc<dyn ProducesTickets>,
+    timeout: u64,
+}
+
+impl ProducesTickets for TimedTickets {
+    fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    /// The hint clients get (TLS 1.3 caps it at 7 days).
+    fn lifetime(&self) -> u32 {
+        self.timeout.min(604_800) as u32
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.inner.encrypt(&stamped(plain))
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        fresh(self.inner.decrypt(cipher)?, self.timeout)
+    }
+}
+
+/// The server-side session cache (`tls-session-cache-size` entries), whose
+/// entries expire after `tls-session-cache-timeout`.
+#[derive(Debug)]
+struct TimedCache {
+    inner: Arc<dyn StoresServerSessions>,
+    timeout: u64,
+}
+
+impl StoresServerSessions for TimedCache {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.inner.put(key, stamped(&value))
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        fresh(self.inner.get(key)?, self.timeout)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        fresh(self.inner.take(key)?, self.timeout)
+    }
+
+    fn can_cache(&self) -> bool {
+        self.inner.can_cache()
+    }
 }
 
 fn pem_reason(e: rustls::pki_types::pem::Error) -> String {
