@@ -307,3 +307,36 @@ fn passwords_stay_out_of_ps_and_config_dumps() {
     let bad = Command::new(env!("CARGO_BIN_EXE_corekv")).args(["--requirepass", "a-secret", "b"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&bad.stderr).contains("secret"));
 }
+
+#[test]
+fn acl_log_groups_denials_from_every_core_as_one_log() {
+    let server = Server::start(&["--shards", "2"]);
+    let mut admin = server.raw();
+    assert_eq!(admin.cmd_str("ACL SETUSER limited on >p +get ~*"), ok());
+    // Connections on both cores (a client id tells its core).
+    let mut on_core = [Vec::new(), Vec::new()];
+    while on_core.iter().any(|c| c.len() < 3) {
+        let mut c = server.raw();
+        let Value::Int(id) = c.cmd_str("CLIENT ID") else { panic!() };
+        let core = ((id - 1) % 2) as usize;
+        if on_core[core].len() < 3 {
+            assert_eq!(c.cmd_str("AUTH limited p"), ok());
+            on_core[core].push(c);
+        }
+    }
+    for c in on_core.iter_mut().flatten() {
+        assert_eq!(c.cmd_str("SET k v"), err("NOPERM this user has no permissions to run the 'set' command"));
+    }
+    // Redis's one log: the six denials are one entry (same reason, context,
+    // object and user), not one per core.
+    let Value::Array(log) = admin.cmd_str("ACL LOG") else { panic!() };
+    assert_eq!(log.len(), 1, "{log:?}");
+    let Value::Array(fields) = &log[0] else { panic!() };
+    assert_eq!(
+        fields[0..6],
+        [bulk("count"), Value::Int(6), bulk("reason"), bulk("command"), bulk("context"), bulk("toplevel")]
+    );
+    assert_eq!(admin.cmd_str("ACL LOG RESET"), ok());
+    let Value::Array(log) = admin.cmd_str("ACL LOG") else { panic!() };
+    assert!(log.is_empty());
+}

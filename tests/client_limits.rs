@@ -396,3 +396,77 @@ fn replies_fetched_in_rounds_keep_request_order() {
     }
     sender.join().unwrap();
 }
+
+/// A server started with `ulimit -n` soft 100, hard 256, on `port`.
+fn start_limited(program: &str, port: u16, args: &[&str]) -> std::process::Child {
+    let mut cmd = Command::new(program);
+    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""]).args(args);
+    cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    // SAFETY: only setrlimit/prctl in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let l = libc::rlimit { rlim_cur: 100, rlim_max: 256 };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{program} did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// RLIMIT_NOFILE (soft, hard) of a process.
+fn open_files_limit(pid: u32) -> (u64, u64) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let n: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    (n[0], n[1])
+}
+
+#[test]
+fn config_set_maxclients_adjusts_the_open_files_limit_as_redis() {
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = common::TempDir::new("maxclients-set");
+    let (redis_port, corekv_port) = (free(), free());
+    let mut redis = start_limited("redis-server", redis_port, &["--maxclients", "50"]);
+    let corekv = env!("CARGO_BIN_EXE_corekv");
+    let mut core = start_limited(corekv, corekv_port, &["--maxclients", "50", "--shards", "2", "--dir", dir.path()]);
+    for (port, pid) in [(redis_port, redis.id()), (corekv_port, core.id())] {
+        let mut c = Raw::connect(port);
+        assert_eq!(open_files_limit(pid), (100, 256), "50 clients fit: untouched");
+        // Raised (soft and hard, as Redis sets both) to maxclients + 32.
+        assert_eq!(c.cmd(&[b"CONFIG", b"SET", b"maxclients", b"150"]), Value::Simple(b"OK".to_vec()));
+        assert_eq!(open_files_limit(pid), (182, 182));
+        assert_eq!(text(c.cmd(&[b"CONFIG", b"GET", b"maxclients"]).into_array_pair()), "150");
+        // Past what the process may open: Redis's error, the old value kept.
+        assert_eq!(
+            c.cmd(&[b"CONFIG", b"SET", b"maxclients", b"1000"]),
+            Value::Error(b"ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with 150".to_vec()),
+            "port {port}"
+        );
+        assert_eq!(text(c.cmd(&[b"CONFIG", b"GET", b"maxclients"]).into_array_pair()), "150");
+    }
+    for child in [&mut redis, &mut core] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+trait ArrayPair {
+    /// The value of a CONFIG GET reply's one pair.
+    fn into_array_pair(self) -> Value;
+}
+
+impl ArrayPair for Value {
+    fn into_array_pair(self) -> Value {
+        match self {
+            Value::Array(mut v) if v.len() == 2 => v.pop().unwrap(),
+            other => panic!("expected a pair, got {other:?}"),
+        }
+    }
+}

@@ -657,3 +657,61 @@ fn a_save_point_saves_in_the_background() {
     assert!(dir.file("dump.rdb").exists());
     assert!(server.log.lock().unwrap().iter().any(|l| l.contains("3 changes in 1 seconds. Saving...")));
 }
+
+/// `key` restored from a DUMP of "v" with `option` (FREQ n / IDLETIME s).
+fn restore_with(c: &mut Connection, key: &str, option: &str, n: i64) {
+    let _: () = redis::cmd("SET").arg("tmp").arg("v").query(c).unwrap();
+    let payload: Vec<u8> = redis::cmd("DUMP").arg("tmp").query(c).unwrap();
+    let _: () = redis::cmd("RESTORE").arg(key).arg(0).arg(payload).arg("REPLACE").arg(option).arg(n).query(c).unwrap();
+    let _: () = redis::cmd("DEL").arg("tmp").query(c).unwrap();
+}
+
+fn object(c: &mut Connection, what: &str, key: &str) -> i64 {
+    redis::cmd("OBJECT").arg(what).arg(key).query(c).unwrap()
+}
+
+#[test]
+fn dumps_keep_lfu_frequency_and_lru_idle_time() {
+    common::ensure_test_deps();
+    // Redis writes FREQ under an LFU policy and IDLE under an LRU one, and
+    // each is applied on load under the loader's policy; corekv reads
+    // Redis's files, Redis reads corekv's, corekv its own.
+    for (policy, what, option, n) in
+        [("allkeys-lfu", "FREQ", "FREQ", 100), ("allkeys-lru", "IDLETIME", "IDLETIME", 5000)]
+    {
+        let check = |c: &mut Connection, from: &str| {
+            let got = object(c, what, "k");
+            let ok = if what == "FREQ" { (n - 1..=n).contains(&got) } else { (n..n + 60).contains(&got) };
+            assert!(ok, "{policy}: OBJECT {what} after loading {from}'s file: {got}, wanted {n}");
+        };
+        let args = ["--maxmemory-policy", policy];
+        let dir = TempDir::new("access-from-redis");
+        let redis = Redis::start_with(&[&args[..], &["--dir", dir.path(), "--dbfilename", "dump.rdb"]].concat());
+        let mut r = redis_conn(redis.port);
+        restore_with(&mut r, "k", option, n);
+        let _: () = redis::cmd("SAVE").query(&mut r).unwrap();
+        drop(redis);
+        let server = Server::start(&[&args[..], &["--shards", "2", "--dir", dir.path()]].concat());
+        check(&mut server.client(), "redis-server");
+        // corekv's own file, restarted, and read by redis-server.
+        let mut c = server.client();
+        restore_with(&mut c, "k", option, n);
+        let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+        drop(c);
+        kill9(server);
+        let server = Server::start(&[&args[..], &["--shards", "2", "--dir", dir.path()]].concat());
+        check(&mut server.client(), "corekv");
+        kill9(server);
+        let redis = Redis::start_with(&[&args[..], &["--dir", dir.path(), "--dbfilename", "dump.rdb"]].concat());
+        check(&mut redis_conn(redis.port), "corekv (redis-server loading)");
+        // Under another policy the file carries neither and nothing is applied.
+        drop(redis);
+        let server = Server::start(&["--maxmemory-policy", "allkeys-random", "--dir", dir.path()]);
+        let mut c = server.client();
+        let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+        let file = std::fs::read(dir.file("dump.rdb")).unwrap();
+        let at = file.windows(3).position(|w| w == [0, 1, b'k']).expect("the key in the file");
+        // [IDLE len] or [FREQ n] would sit right before the type byte.
+        assert!(!matches!(file[at - 2], 248 | 249), "{policy}: IDLE/FREQ written under allkeys-random");
+    }
+}

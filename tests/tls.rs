@@ -366,3 +366,118 @@ fn replication_over_tls() {
     });
     assert_eq!(rr.get::<_, i64>("after:7").unwrap(), 7);
 }
+
+/// `server.key` encrypted as OpenSSL writes PKCS#8 (PBES2, AES-256-CBC).
+fn encrypt_key(tls: &Tls, pass: &str) -> String {
+    let out = Command::new("openssl")
+        .args(["pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", "server.key", "-out", "server-enc.key"])
+        .args(["-passout", &format!("pass:{pass}")])
+        .current_dir(tls.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    tls.file("server-enc.key")
+}
+
+#[test]
+fn encrypted_key_with_tls_key_file_pass() {
+    let tls = Tls::new("tls-pass");
+    let key = encrypt_key(&tls, "sesame");
+    assert!(std::fs::read_to_string(&key).unwrap().contains("BEGIN ENCRYPTED PRIVATE KEY"));
+    let args = |port: u16, pass: &str| {
+        let mut a = vec!["--tls-port".to_string(), port.to_string(), "--tls-cert-file".into(), tls.file("server.crt")];
+        a.extend(["--tls-key-file".into(), key.clone(), "--tls-ca-cert-file".into(), tls.file("ca.crt")]);
+        if !pass.is_empty() {
+            a.extend(["--tls-key-file-pass".into(), pass.into()]);
+        }
+        a
+    };
+    let start = |pass: &str| {
+        let a = args(tls.port, pass);
+        Server::try_start(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let err = start("wrong").err().expect("started with a wrong passphrase");
+    assert!(err.contains(&format!("Failed to load private key: {key}: bad decrypt")), "{err}");
+    let err = start("").err().expect("started with no passphrase");
+    assert!(err.contains("no passphrase is set (tls-key-file-pass)"), "{err}");
+    let _server = start("sesame").unwrap();
+    assert_eq!(tls.cli(tls.port, true, &["PING"]), "PONG");
+    // redis-server serves with the same file and passphrase.
+    let redis_port = free_port();
+    let a = args(redis_port, "sesame");
+    let _redis = Redis::start_with(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(tls.cli(redis_port, true, &["PING"]), "PONG");
+}
+
+#[test]
+fn config_set_tls_applies_to_new_connections() {
+    let tls = Tls::new("tls-config-set");
+    let server = tls.start(&["--shards", "2"]);
+    let redis_tls = Tls { dir: TempDir::new("tls-config-set-redis"), port: free_port() };
+    make_certs(redis_tls.dir.path());
+    let a = redis_tls.server_args();
+    let redis = Redis::start_with(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut plain = server.raw();
+    let mut redis_plain = redis.raw();
+    assert!(!tls.cli(tls.port, false, &["PING"]).contains("PONG"));
+    // tls-auth-clients no: new connections need no certificate, on every core.
+    let ok = proxy::resp::Value::Simple(b"OK".to_vec());
+    assert_eq!(plain.cmd(&[b"CONFIG", b"SET", b"tls-auth-clients", b"no"]), ok);
+    for _ in 0..4 {
+        assert_eq!(tls.cli(tls.port, false, &["PING"]), "PONG");
+    }
+    // A configuration that cannot be built is refused, Redis's reply, and
+    // the setting keeps its value.
+    let missing = tls.file("missing.crt");
+    let reply = plain.cmd(&[b"CONFIG", b"SET", b"tls-cert-file", missing.as_bytes()]);
+    let redis_reply = redis_plain.cmd(&[b"CONFIG", b"SET", b"tls-cert-file", missing.as_bytes()]);
+    assert_eq!(reply, redis_reply);
+    assert_eq!(
+        reply,
+        proxy::resp::Value::Error(
+            b"ERR CONFIG SET failed (possibly related to argument 'tls-cert-file') - Unable to update TLS configuration. Check server logs."
+                .to_vec()
+        )
+    );
+    let cert = plain.cmd(&[b"CONFIG", b"GET", b"tls-cert-file"]);
+    let server_crt = proxy::resp::Value::Bulk(tls.file("server.crt").into_bytes());
+    assert_eq!(cert, proxy::resp::Value::Array(vec![proxy::resp::Value::Bulk(b"tls-cert-file".to_vec()), server_crt]));
+    assert_eq!(tls.cli(tls.port, false, &["PING"]), "PONG");
+    // An encrypted key and its passphrase in one CONFIG SET.
+    let key = encrypt_key(&tls, "sesame");
+    let set = [b"CONFIG".as_slice(), b"SET", b"tls-key-file", key.as_bytes(), b"tls-key-file-pass", b"sesame"];
+    assert_eq!(plain.cmd(&set), ok);
+    assert_eq!(tls.cli(tls.port, false, &["PING"]), "PONG");
+}
+
+/// Whether an `openssl s_client` TLSv1.2 connection resumed the session in
+/// `sess` (saving the new one there).
+fn resumed(tls: &Tls, sess: &str) -> bool {
+    let mut cmd = Command::new("openssl");
+    cmd.args(["s_client", "-tls1_2", "-connect", &format!("127.0.0.1:{}", tls.port)]);
+    cmd.args(["-CAfile", &tls.file("ca.crt"), "-cert", &tls.file("client.crt"), "-key", &tls.file("client.key")]);
+    if std::path::Path::new(sess).exists() {
+        cmd.args(["-sess_in", sess]);
+    }
+    let out = cmd.args(["-sess_out", sess]).stdin(std::process::Stdio::null()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Reused,") || text.contains("New,"), "{text}");
+    text.contains("Reused,")
+}
+
+#[test]
+fn session_cache_timeout_expires_resumption() {
+    let tls = Tls::new("tls-session");
+    // One core: tickets and the session cache are each core's own.
+    let server = tls.start(&["--shards", "1"]);
+    let sess = tls.file("session.pem");
+    assert!(!resumed(&tls, &sess));
+    assert!(resumed(&tls, &sess), "the default timeout (300 s) resumes");
+    let mut plain = server.raw();
+    plain.cmd(&[b"CONFIG", b"SET", b"tls-session-cache-timeout", b"2"]);
+    let _ = std::fs::remove_file(&sess);
+    assert!(!resumed(&tls, &sess));
+    assert!(resumed(&tls, &sess), "resumed within the timeout");
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!resumed(&tls, &sess), "a session older than tls-session-cache-timeout resumed");
+}

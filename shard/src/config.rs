@@ -774,9 +774,7 @@ pub static PARAMS: &[Param] = &[
         yes_no(v)?),
     param!("tls-session-caching", true, |c| show_yes_no(c.tls.session_caching), |c, v| c.tls.session_caching =
         yes_no(v)?),
-    param!("tls-session-cache-size", true, |c| c.tls.session_cache_size.to_string(), |c, v| c
-        .tls
-        .session_cache_size =
+    param!("tls-session-cache-size", true, |c| c.tls.session_cache_size.to_string(), |c, v| c.tls.session_cache_size =
         int_in(v, 0, i32::MAX as i64)? as u64),
     param!("tls-session-cache-timeout", true, |c| c.tls.session_cache_timeout.to_string(), |c, v| c
         .tls

@@ -147,7 +147,8 @@ fn private_key(path: &str, pass: &str) -> Result<PrivateKeyDer<'static>, String>
     }
     if text.contains("Proc-Type: 4,ENCRYPTED") {
         return Err(failed(
-            "legacy PEM encryption is not supported: convert the key to encrypted PKCS#8 (`openssl pkcs8 -topk8`)".into(),
+            "legacy PEM encryption is not supported: convert the key to encrypted PKCS#8 (`openssl pkcs8 -topk8`)"
+                .into(),
         ));
     }
     PrivateKeyDer::from_pem_slice(text.as_bytes()).map_err(|e| failed(pem_reason(e)))
