@@ -328,6 +328,9 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             Err(_) => return Err("a shard executor stopped during startup".into()),
         }
     }
+    // Every core is up (rings, listeners, TLS) and no client was served
+    // yet: Redis's used_memory_startup, less what loading the data took.
+    shard::memory::mark_startup();
     // Again with the port actually bound (the command line may say 0),
     // before "Ready": whoever waits for that line sees the final title.
     if let Some(addr) = listen.first() {

@@ -150,7 +150,6 @@ async fn cron(core: Rc<Core>) {
 /// fall of used memory (DEL of a big value, FLUSHALL) this core's free pages
 /// go back to the OS without waiting for traffic.
 fn memory_cron(core: &Core) {
-    shard::memory::mark_startup();
     let mut shard = core.shard.borrow_mut();
     if shard.config.maxmemory > 0 && core.locks.borrow().is_idle() {
         shard.perform_evictions(shard::unix_ms());
@@ -198,6 +197,9 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     let shard = Shard::new(setup.index, setup.count, setup.config);
     let core = Rc::new_cyclic(|me| Core::new(shard, setup.cluster, mesh, setup.process, me.clone()));
     serve(&core, requests, responses);
+    // What loading the data allocates on this core is data, not start-up
+    // memory (used_memory_startup).
+    let before_load = shard::memory::thread_used();
     if let Some(dump) = &setup.dump {
         let started = std::time::Instant::now();
         if let Err(e) = persistence::load::load(&core, dump) {
@@ -224,6 +226,7 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     if let Some(found) = &setup.aof {
         crate::persistence::aof::start(&core, found).await;
     }
+    shard::memory::loaded_at_start(shard::memory::thread_used() - before_load);
     // As a replica from the first client on; core 0 runs the link.
     let replicaof = core.config().replicaof.clone();
     if let Some(target) = replicaof {
