@@ -312,11 +312,28 @@ impl<E: Keyed> DashTable<E> {
         }
     }
 
-    /// A pseudo-random entry: a random segment (by directory slot), then a
-    /// random position in it.
+    /// A pseudo-random entry, every entry equally likely (allkeys-random,
+    /// RANDOMKEY): a directory slot kept with probability 1 / (the slots its
+    /// segment spans), so each segment is equally likely, then a position
+    /// among a full segment's, tried again when past the segment's entries.
+    /// Picking the segment's own entries instead favoured the entries of
+    /// emptier segments (a just-split one holds half of a full one's) up to
+    /// twice. A mostly empty table (after deletes) falls back to that after
+    /// 64 tries.
     pub fn random(&self, mut rnd: impl FnMut() -> u64) -> Option<&E> {
         if self.len == 0 {
             return None;
+        }
+        for _ in 0..64 {
+            let seg = &self.segments[self.dir[(rnd() % self.dir.len() as u64) as usize] as usize];
+            let spans = self.global_depth - seg.depth;
+            if spans > 0 && rnd() & ((1u64 << spans.min(63)) - 1) != 0 {
+                continue;
+            }
+            let i = rnd() % SEGMENT_MAX.max(seg.entries.len as usize) as u64;
+            if i < seg.entries.len as u64 {
+                return Some(seg.entries.get(i as u32));
+            }
         }
         for _ in 0..16 {
             let seg = &self.segments[self.dir[(rnd() % self.dir.len() as u64) as usize] as usize];
@@ -505,6 +522,45 @@ mod tests {
         for e in t.iter() {
             assert!(t.find(t.hash(&e.0), &e.0).is_some(), "index still points at every entry after a sweep");
         }
+    }
+
+    #[test]
+    fn random_picks_every_entry_equally() {
+        let mut t = DashTable::new();
+        for i in 0u64..262_000 {
+            let k = i.to_be_bytes();
+            t.insert_unique(t.hash(&k), K(k.to_vec()));
+        }
+        let mut x: u64 = 7;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Picks per entry, by how full the entry's segment is.
+        let mut picks: std::collections::HashMap<Vec<u8>, u64> = std::collections::HashMap::new();
+        for _ in 0..4_000_000 {
+            *picks.entry(t.random(&mut rnd).unwrap().0.clone()).or_default() += 1;
+        }
+        let (mut emptier, mut fuller) = ((0u64, 0u64), (0u64, 0u64));
+        for seg in &t.segments {
+            let n = seg.entries.len as usize;
+            let side = match n {
+                _ if n < SEGMENT_MAX * 5 / 8 => &mut emptier,
+                _ if n > SEGMENT_MAX * 7 / 8 => &mut fuller,
+                _ => continue,
+            };
+            for e in seg.entries.iter() {
+                side.0 += picks.get(&e.0).copied().unwrap_or(0);
+                side.1 += 1;
+            }
+        }
+        let rate = |(p, n): (u64, u64)| p as f64 / n as f64;
+        let ratio = rate(emptier) / rate(fuller);
+        assert!(emptier.1 > 1000 && fuller.1 > 1000, "{emptier:?} {fuller:?}");
+        // The segment-then-entry pick gave 0.952 here.
+        assert!((0.98..1.02).contains(&ratio), "picks per entry, emptier / fuller segments: {ratio}");
     }
 
     #[test]
