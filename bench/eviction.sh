@@ -13,6 +13,7 @@
 #
 #   bench/eviction.sh [maxmemory] [keys] [requests] [shards] [value bytes]
 # requests: per client (20 clients) in the measured run; the warm-up runs twice as many.
+# POLICIES="allkeys-random ..." picks the policies (default: allkeys-lru, -lfu, -random).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 maxmemory=${1:-64mb}
@@ -51,7 +52,7 @@ print('%.0f' % find(json.load(open(sys.argv[1]))))" "$dir/run.json"
 }
 echo "maxmemory $maxmemory, $keys keys (Zipf s=0.99, $size-byte values), SET:GET 1:4, 20 x $requests requests after 20 x $((2 * requests)), corekv --shards $shards"
 printf '%-15s %-13s %9s %8s %9s %9s %9s %10s\n' policy server ops/s hit% evicted keys B/key used/limit
-for policy in allkeys-lru allkeys-lfu allkeys-random; do
+for policy in ${POLICIES:-allkeys-lru allkeys-lfu allkeys-random}; do
   for server in "redis-server $base" "corekv $((base + 1))"; do
     read -r name port <<<"$server"
     redis-cli -p "$port" flushall >/dev/null

@@ -375,7 +375,7 @@ fn rdb_files_move_both_ways_between_redis_and_corekv() {
         let expires = entries.iter().filter(|e| e.2.is_some()).count() as u64;
         rdb::write_resize_db(&mut out, entries.len() as u64, expires);
         for (key, value, at) in &entries {
-            rdb::write_entry(&mut out, key, value, *at, &SaveOptions { compress });
+            rdb::write_entry(&mut out, key, value, *at, rdb::Access::None, &SaveOptions { compress });
         }
         rdb::write_eof(&mut out);
         let crc = rdb::crc64::crc64(&out);

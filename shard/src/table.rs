@@ -330,7 +330,7 @@ impl<E: Keyed> DashTable<E> {
             if spans > 0 && rnd() & ((1u64 << spans.min(63)) - 1) != 0 {
                 continue;
             }
-            let i = rnd() % SEGMENT_MAX.max(seg.entries.len as usize) as u64;
+            let i = rnd() % SEGMENT_MAX.max(seg.entries.len) as u64;
             if i < seg.entries.len as u64 {
                 return Some(seg.entries.get(i as u32));
             }

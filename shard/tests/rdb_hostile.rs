@@ -83,7 +83,7 @@ fn file(value: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     rdb::write_standard_header(&mut out, 0, 0, false);
     rdb::write_select_db(&mut out, 0);
-    rdb::write_entry(&mut out, b"key", value, Some(1), &SaveOptions { compress: true });
+    rdb::write_entry(&mut out, b"key", value, Some(1), rdb::Access::None, &SaveOptions { compress: true });
     rdb::write_eof(&mut out);
     out.extend_from_slice(&[0; 8]);
     out
