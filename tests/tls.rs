@@ -402,6 +402,19 @@ fn encrypted_key_with_tls_key_file_pass() {
     assert!(err.contains("no passphrase is set (tls-key-file-pass)"), "{err}");
     let _server = start("sesame").unwrap();
     assert_eq!(tls.cli(tls.port, true, &["PING"]), "PONG");
+    // The replica link's key (tls-client-key-file-pass), checked at start.
+    let client = |pass: &str| {
+        let mut a =
+            vec!["--tls-replication", "yes", "--tls-ca-cert-file"].into_iter().map(String::from).collect::<Vec<_>>();
+        a.extend([tls.file("ca.crt"), "--tls-cert-file".into(), tls.file("server.crt")]);
+        a.extend(["--tls-key-file".into(), tls.file("server.key")]);
+        a.extend(["--tls-client-cert-file".into(), tls.file("server.crt")]);
+        a.extend(["--tls-client-key-file".into(), key.clone(), "--tls-client-key-file-pass".into(), pass.into()]);
+        Server::try_start(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let err = client("wrong").err().expect("started with a wrong client key passphrase");
+    assert!(err.contains(&format!("Failed to load private key: {key}: bad decrypt")), "{err}");
+    let _replica_side = client("sesame").unwrap();
     // redis-server serves with the same file and passphrase.
     let redis_port = free_port();
     let a = args(redis_port, "sesame");
