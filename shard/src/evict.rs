@@ -203,7 +203,7 @@ impl Shard {
     /// evictable keys; and an eviction cut short by its time limit goes on.
     pub fn perform_evictions(&mut self, now: u64) -> Outcome {
         let max = self.config.maxmemory;
-        let excess = memory::used().saturating_sub(max);
+        let excess = memory::counted().saturating_sub(max);
         let share = if max == 0 { 0 } else { memory::share_of(self.index, excess) };
         let debt = self.eviction.debt.max(0) as u64;
         self.evict(now, debt.max(share))
@@ -227,7 +227,8 @@ impl Shard {
         let volatile = policy.volatile_only();
         let evictable = self.dbs.iter().map(|d| if volatile { d.volatile() } else { d.len() }).sum::<usize>();
         memory::set_weight(self.index, evictable as u64);
-        if max == 0 || memory::used() <= max {
+        memory::set_not_counted(self.index, self.effects.as_ref().map_or(0, |e| e.buf.capacity() as u64));
+        if max == 0 || memory::counted() <= max {
             self.eviction.debt = 0;
             memory::set_evict_failed(self.index, false);
             return Outcome::Ok;
@@ -244,7 +245,7 @@ impl Shard {
         let limit = time_limit(self.config.maxmemory_eviction_tenacity);
         let mut evicted = 0u64;
         let outcome = loop {
-            if start - memory::thread_used() >= to_free as i64 || memory::used() <= max {
+            if start - memory::thread_used() >= to_free as i64 || memory::counted() <= max {
                 break Outcome::Ok;
             }
             let Some((db, key)) = self.pick_victim(now) else {

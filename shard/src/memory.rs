@@ -125,11 +125,29 @@ pub fn evict_failed() -> bool {
     EVICT_FAILED[..count].iter().all(|f| f.load(Relaxed))
 }
 
+/// Each shard's memory left out of the comparison with `maxmemory`
+/// (Redis's freeMemoryGetNotCountedMemory: its AOF buffer), published by
+/// the shard as it checks the limit; INFO's mem_not_counted_for_evict.
+static NOT_COUNTED: [AtomicU64; MAX_SHARDS] = [const { AtomicU64::new(0) }; MAX_SHARDS];
+
+pub fn set_not_counted(index: usize, bytes: u64) {
+    if index < MAX_SHARDS && NOT_COUNTED[index].load(Relaxed) != bytes {
+        NOT_COUNTED[index].store(bytes, Relaxed);
+    }
+}
+
+/// What `maxmemory` is compared with: used memory less what is not counted.
+pub fn counted() -> u64 {
+    let count = SHARD_COUNT.load(Relaxed).clamp(1, MAX_SHARDS);
+    let not_counted: u64 = NOT_COUNTED[..count].iter().map(|n| n.load(Relaxed)).sum();
+    used().saturating_sub(not_counted)
+}
+
 /// Redis's out-of-memory state for refusing `denyoom` commands: over
 /// `maxmemory` and eviction cannot bring it back (noeviction, or no shard
 /// with anything left to evict).
 pub fn out_of_memory(maxmemory: u64, noeviction: bool) -> bool {
-    maxmemory > 0 && used() > maxmemory && (noeviction || evict_failed())
+    maxmemory > 0 && counted() > maxmemory && (noeviction || evict_failed())
 }
 
 static RETURN_HOOK: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
