@@ -12,6 +12,7 @@ mod geo;
 mod hyperloglog;
 mod introspection;
 mod keys;
+mod lcs;
 mod list;
 mod persistence;
 mod replication;
@@ -179,6 +180,7 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "zmpop" => zset::mpop(conn, args).await,
         "georadius" | "georadiusbymember" | "geosearchstore" => geo::store(conn, spec, args).await,
         "sort" | "sort_ro" => sort::run(conn, spec, args).await,
+        "lcs" => lcs::lcs(conn, args).await,
         "bitop" => bitmap::bitop(conn, args).await,
         "pfcount" => hyperloglog::pfcount(conn, args).await,
         "pfmerge" => hyperloglog::pfmerge(conn, args).await,

@@ -22,7 +22,11 @@ use std::collections::HashMap;
 /// A pattern key: (key, hash field).
 type PatternKey = (Vec<u8>, Option<Vec<u8>>);
 
-fn parsed<'a>(conn: &Connection, spec: &CommandSpec, args: &Args<'a>) -> Result<shard::commands::sort::Opts<'a>, &'static str> {
+fn parsed<'a>(
+    conn: &Connection,
+    spec: &CommandSpec,
+    args: &Args<'a>,
+) -> Result<shard::commands::sort::Opts<'a>, &'static str> {
     let cluster = conn.core.config().cluster_mode != ClusterMode::No;
     parse(args, spec.name == "sort_ro", cluster)
 }

@@ -76,9 +76,7 @@ fn box_size(args: &Args, at: usize) -> Result<(f64, f64, f64), Failed> {
 
 /// A member's position (longLatFromMember).
 fn member_position(z: &ZSet, member: &[u8]) -> Result<[f64; 2], Failed> {
-    z.score(member)
-        .and_then(geohash::decode_score)
-        .ok_or_else(|| "ERR could not decode requested zset member".into())
+    z.score(member).and_then(geohash::decode_score).ok_or_else(|| "ERR could not decode requested zset member".into())
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -10,6 +10,7 @@ pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
+pub mod lcs;
 pub mod list;
 pub mod scripting;
 pub mod server;
@@ -242,6 +243,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     zset::COMMANDS,
     geo::COMMANDS,
     sort::COMMANDS,
+    lcs::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,
 ];
