@@ -63,7 +63,11 @@ fn search_args() -> impl Strategy<Value = Vec<String>> {
         (size(), size()).prop_map(|((w, u), (h, _))| v(&["BYBOX", &w, &h, &u])),
     ];
     let order = prop_oneof![Just(vec![]), Just(v(&["ASC"])), Just(v(&["DESC"]))];
-    let count = prop_oneof![Just(vec![]), (1..5u8).prop_map(|n| v(&["COUNT", &n.to_string()])), (1..5u8).prop_map(|n| v(&["COUNT", &n.to_string(), "ANY"]))];
+    let count = prop_oneof![
+        Just(vec![]),
+        (1..5u8).prop_map(|n| v(&["COUNT", &n.to_string()])),
+        (1..5u8).prop_map(|n| v(&["COUNT", &n.to_string(), "ANY"]))
+    ];
     (from, by, order, count).prop_map(|(f, b, o, c)| [f, b, o, c].concat())
 }
 

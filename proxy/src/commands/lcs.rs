@@ -11,7 +11,7 @@ use shard::Args;
 fn read_string(s: &mut shard::Shard, db: usize, key: &[u8], now: u64) -> Result<Option<Vec<u8>>, WrongType> {
     // `gather` counts the hit or miss itself.
     let (hits, misses) = (s.stats.keyspace_hits, s.stats.keyspace_misses);
-    let found = lcs_input(s, db, key, now).map(Some).map_err(|()| WrongType);
+    let found = lcs_input(s, db, key, now).map(Some).map_err(|_| WrongType);
     (s.stats.keyspace_hits, s.stats.keyspace_misses) = (hits, misses);
     found
 }

@@ -67,7 +67,7 @@ pub async fn run(conn: &mut Connection, spec: &CommandSpec, args: Args<'_>) {
     .await;
     let collected = match collected {
         None => return conn.error(LOST),
-        Some(Err(())) => return conn.error(WRONGTYPE),
+        Some(Err(_)) => return conn.error(WRONGTYPE),
         Some(Ok(c)) => c,
     };
     let values = match read_pattern_keys(conn, &o, &collected).await {

@@ -5,6 +5,7 @@
 //! calls [`lcs_reply`].
 
 use super::prelude::*;
+use super::zset::WrongType;
 use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::config::ClusterMode;
@@ -126,7 +127,7 @@ pub fn lcs_reply(a: &[u8], b: &[u8], args: &Args, max_bulk: u64, r: &mut Reply) 
 }
 
 /// The string at `key` for LCS: empty when missing, `Err` for another type.
-pub fn lcs_input(s: &mut Shard, db: usize, key: &[u8], now: u64) -> Result<Vec<u8>, ()> {
+pub fn lcs_input(s: &mut Shard, db: usize, key: &[u8], now: u64) -> Result<Vec<u8>, WrongType> {
     let Shard { dbs, stats, .. } = s;
     match dbs[db].get(key, now) {
         None => {
@@ -135,7 +136,7 @@ pub fn lcs_input(s: &mut Shard, db: usize, key: &[u8], now: u64) -> Result<Vec<u
         }
         Some(e) => {
             stats.keyspace_hits += 1;
-            e.value.string_bytes(&mut itoa::Buffer::new()).map(<[u8]>::to_vec).ok_or(())
+            e.value.string_bytes(&mut itoa::Buffer::new()).map(<[u8]>::to_vec).ok_or(WrongType)
         }
     }
 }

@@ -6,6 +6,7 @@
 //! owners, and sorts with the same code.
 
 use super::prelude::*;
+use super::zset::WrongType;
 use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::config::ClusterMode;
@@ -128,7 +129,7 @@ pub struct Collected {
 
 /// The source's elements, as sortCommandGeneric collects them; `Err`: the
 /// key holds another type.
-pub fn collect(value: Option<&Value>, sh: Shape) -> Result<Collected, ()> {
+pub fn collect(value: Option<&Value>, sh: Shape) -> Result<Collected, WrongType> {
     let set_sorted_alpha = sh.dontsort && sh.store && matches!(value, Some(Value::Set(_)));
     let dontsort = sh.dontsort && !set_sorted_alpha;
     let len = match value {
@@ -136,7 +137,7 @@ pub fn collect(value: Option<&Value>, sh: Shape) -> Result<Collected, ()> {
         Some(Value::List(l)) => l.len(),
         Some(Value::Set(s)) => s.len(),
         Some(Value::ZSet(z)) => z.len(),
-        Some(_) => return Err(()),
+        Some(_) => return Err(WrongType),
     } as i64;
     let mut start = sh.limit_start.max(0).min(len);
     let count = sh.limit_count.max(-1).min(len);
@@ -152,18 +153,17 @@ pub fn collect(value: Option<&Value>, sh: Shape) -> Result<Collected, ()> {
     let take = if ranged { (end - start + 1).max(0) as usize } else { len as usize };
     let mut elems = Vec::with_capacity(take);
     match value {
-        Some(Value::List(l)) if dontsort => {
-            if end >= start {
-                let items: Box<dyn Iterator<Item = _>> = if sh.desc {
-                    Box::new(l.iter().rev().skip(start as usize))
-                } else {
-                    Box::new(l.iter().skip(start as usize))
-                };
-                elems.extend(items.take(take).map(|i| i.to_vec()));
-                end -= start;
-                start = 0;
-            }
+        Some(Value::List(l)) if dontsort && end >= start => {
+            let items: Box<dyn Iterator<Item = _>> = if sh.desc {
+                Box::new(l.iter().rev().skip(start as usize))
+            } else {
+                Box::new(l.iter().skip(start as usize))
+            };
+            elems.extend(items.take(take).map(|i| i.to_vec()));
+            end -= start;
+            start = 0;
         }
+        Some(Value::List(_)) if dontsort => {}
         Some(Value::List(l)) => elems.extend(l.iter().map(|i| i.to_vec())),
         Some(Value::Set(s)) => elems.extend(s.iter().map(|i| i.to_vec())),
         Some(Value::ZSet(z)) if dontsort => {
@@ -224,13 +224,12 @@ struct Sortable {
 /// pattern (`None`: a GET found nothing).
 pub type Rows = Vec<Option<Vec<u8>>>;
 
+/// Reads a pattern for an element (`#` included).
+pub type Lookup<'a> = dyn FnMut(&[u8], &[u8]) -> Option<Vec<u8>> + 'a;
+
 /// Sorts the collected elements and applies LIMIT and GET. `lookup` reads
 /// a pattern for an element (`#` included).
-pub fn finish(
-    o: &Opts,
-    c: Collected,
-    lookup: &mut dyn FnMut(&[u8], &[u8]) -> Option<Vec<u8>>,
-) -> Result<Rows, &'static str> {
+pub fn finish(o: &Opts, c: Collected, lookup: &mut Lookup) -> Result<Rows, &'static str> {
     let (dontsort, alpha, by) = match c.set_sorted_alpha {
         true => (false, true, None),
         false => (o.dontsort, o.alpha, o.by),
@@ -346,7 +345,7 @@ fn sort_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, readonly: bool) {
     }
     let collected = match collect(source.map(|e| &e.value), o.shape()) {
         Ok(c) => c,
-        Err(()) => return ctx.reply.error(WRONGTYPE),
+        Err(WrongType) => return ctx.reply.error(WRONGTYPE),
     };
     let rows = finish(&o, collected, &mut |pattern, elem| match pattern {
         b"#" => Some(elem.to_vec()),
