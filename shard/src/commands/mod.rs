@@ -310,6 +310,11 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
 fn touch_watched(shard: &mut Shard, spec: &CommandSpec, db: usize, args: &Args, reply: &[u8]) {
     const CHANGED_EVEN_AT_ZERO: &[&str] =
         &["incr", "decr", "incrby", "decrby", "hincrby", "hset", "zadd", "setbit", "bitfield", "setrange"];
+    // Searches and sorts read their source; a STORE's destination is set
+    // or removed through `Db`, which touches it.
+    if matches!(spec.name, "georadius" | "georadiusbymember" | "geosearchstore" | "sort") {
+        return;
+    }
     let nothing = matches!(reply, b":0\r\n" | b"$-1\r\n" | b"*-1\r\n" | b"_\r\n" | b"*0\r\n");
     if reply.first() == Some(&b'-') || (nothing && !CHANGED_EVEN_AT_ZERO.contains(&spec.name)) {
         return;
