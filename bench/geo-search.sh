@@ -5,7 +5,7 @@
 # pipelining, so each figure is one request's round trip. Three searches:
 # a small radius (285 points), a larger one (5 km, hundreds) sorted and cut
 # by COUNT 10, a 4 x 4 km box (135 points) with coordinates.
-# Rounds alternate servers; the table shows each server's median round.
+# Each server runs its rounds in turn; the table shows its median round.
 #
 #   bench/geo-search.sh [requests] [rounds] [server-cpu] [client-cpu]
 set -euo pipefail

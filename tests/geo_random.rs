@@ -142,7 +142,11 @@ thread_local! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    // GEO_RANDOM_CASES=1000 for a longer run.
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("GEO_RANDOM_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(32),
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn random_geo_sequences_agree_on_one_shard(cmds in proptest::collection::vec(command(), 1..50)) {
         ONE.with(|pair| run(pair, &cmds))?;
