@@ -46,18 +46,25 @@ int corekv_parse_double(const char *s, size_t len, double *out) {
     return 1;
 }
 
+static int format_human(long double value, char *out, size_t out_cap);
+
 /* INCRBYFLOAT: `current` (NULL when the key is absent) plus `incr`, formatted
  * as Redis's ld2string(LD_STR_HUMAN). Returns the length written to `out`,
  * -1 when an operand is not a valid float, -2 when the result is NaN/inf. */
 int corekv_incrbyfloat(const char *current, size_t current_len, const char *incr, size_t incr_len, char *out,
                        size_t out_cap) {
     long double value = 0, delta;
-    int len;
     if (current && !parse_long_double(current, current_len, &value)) return -1;
     if (!parse_long_double(incr, incr_len, &delta)) return -1;
     value += delta;
     if (isnan(value) || isinf(value)) return -2;
-    len = snprintf(out, out_cap, "%.17Lf", value);
+    return format_human(value, out, out_cap);
+}
+
+/* Redis's ld2string(LD_STR_HUMAN) of a finite long double: "%.17Lf" without
+ * trailing zeros, "-0" as "0". Returns the length, -1 if it does not fit. */
+static int format_human(long double value, char *out, size_t out_cap) {
+    int len = snprintf(out, out_cap, "%.17Lf", value);
     if (len < 0 || (size_t)len + 1 > out_cap) return -1;
     if (strchr(out, '.') != NULL) {
         char *p = out + len - 1;
@@ -72,6 +79,11 @@ int corekv_incrbyfloat(const char *current, size_t current_len, const char *incr
         len = 1;
     }
     return len;
+}
+
+/* addReplyHumanLongDouble's digits for a double (GEOPOS, WITHCOORD). */
+int corekv_format_human(double value, char *out, size_t out_cap) {
+    return format_human(value, out, out_cap);
 }
 
 /* Redis's "%.17g" double formatting (RESP2 bulk scores, RESP3 doubles). */
@@ -95,6 +107,24 @@ int corekv_parse_range_double(const char *s, size_t len, double *out) {
     ok = eptr[0] == '\0' && !isnan(value);
     if (buf != stackbuf) free(buf);
     if (ok) *out = value;
+    return ok;
+}
+
+/* SORT's score of an element or BY value: strtod up to the first NUL, then
+ * nothing but the NUL, no ERANGE, no NaN. Returns 1 and sets *out when
+ * valid; *out is set either way (Redis sorts with it and then errors). */
+int corekv_sort_strtod(const char *s, size_t len, double *out) {
+    char stackbuf[128];
+    char *buf = len < sizeof(stackbuf) ? stackbuf : malloc(len + 1);
+    char *eptr;
+    int ok;
+    if (buf == NULL) return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    errno = 0;
+    *out = strtod(buf, &eptr);
+    ok = eptr[0] == '\0' && errno != ERANGE && !isnan(*out);
+    if (buf != stackbuf) free(buf);
     return ok;
 }
 

@@ -15,6 +15,8 @@ extern "C" {
         out_cap: usize,
     ) -> c_int;
     fn corekv_format_double(value: f64, out: *mut c_char, out_cap: usize) -> c_int;
+    fn corekv_sort_strtod(s: *const c_char, len: usize, out: *mut f64) -> c_int;
+    fn corekv_format_human(value: f64, out: *mut c_char, out_cap: usize) -> c_int;
     fn corekv_parse_range_double(s: *const c_char, len: usize, out: *mut f64) -> c_int;
 }
 
@@ -53,6 +55,26 @@ pub fn format_double(value: f64, buf: &mut DoubleBuf) -> &[u8] {
     // that many, NUL included.
     let n = unsafe { corekv_format_double(value, buf.as_mut_ptr().cast(), buf.len()) };
     &buf[..(n.max(0) as usize).min(buf.len() - 1)]
+}
+
+/// Redis's `addReplyHumanLongDouble` digits for a finite double: the value
+/// as a long double in `%.17Lf`, trailing zeros dropped (GEOPOS, WITHCOORD).
+/// Coordinates: 64 bytes hold any value below 1e40; larger ones come out
+/// empty.
+pub fn format_human(value: f64, buf: &mut [u8; 64]) -> &[u8] {
+    // SAFETY: `buf` has `buf.len()` writable bytes; snprintf writes at most
+    // that many, NUL included.
+    let n = unsafe { corekv_format_human(value, buf.as_mut_ptr().cast(), buf.len()) };
+    &buf[..(n.max(0) as usize).min(buf.len() - 1)]
+}
+
+/// SORT's strtod of a score: the value (0 when nothing parses) and whether
+/// it is valid (nothing after the number, no overflow, not NaN).
+pub fn sort_score(s: &[u8]) -> (f64, bool) {
+    let mut out = 0f64;
+    // SAFETY: the C side copies at most `len` bytes and writes one f64.
+    let ok = unsafe { corekv_sort_strtod(s.as_ptr().cast(), s.len(), &mut out) };
+    (out, ok == 1)
 }
 
 /// A blocking command's timeout in ms, computed as Redis 7.0 does (long

@@ -570,6 +570,9 @@ pub fn after_command(shard: &mut Shard, spec: &CommandSpec, db: usize, now: u64,
             shard.log_expired_keys()
         }
         "linsert" if reply == b":-1\r\n" || no_change => shard.log_expired_keys(),
+        // Reads unless they STORE; a STORE logs its destination's state
+        // itself (geo.rs, sort.rs).
+        "georadius" | "georadiusbymember" | "geosearchstore" | "sort" => shard.log_expired_keys(),
         // Every shard runs these; the replicas' one stream needs them once
         // (SWAPDB twice is no swap): shard 0's copy goes there.
         "swapdb" | "flushall" | "flushdb" if shard.index != 0 => {

@@ -8,9 +8,11 @@ mod bitmap;
 mod cluster;
 mod connection;
 mod gather;
+mod geo;
 mod hyperloglog;
 mod introspection;
 mod keys;
+mod lcs;
 mod list;
 mod persistence;
 mod replication;
@@ -18,6 +20,7 @@ pub mod reply;
 mod scripting;
 pub mod server;
 mod set;
+mod sort;
 pub mod transactions;
 mod zset;
 
@@ -65,6 +68,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "psync" | "sync" => replication::sync(conn, args),
         "replconf" => replication::replconf(conn, args),
         "multi" => transactions::multi(conn),
+        "sort" | "sort_ro" => return sort::route(conn, spec, args),
         "msetnx" => match conn.owner_of_keys(spec, &args) {
             _ if args.len().is_multiple_of(2) => conn.error(&shard::commands::arity_error("msetnx")),
             Some(shard) if shard == conn.core.index => conn.run_local(spec, args),
@@ -174,6 +178,9 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         }
         "zrangestore" => zset::rangestore(conn, args).await,
         "zmpop" => zset::mpop(conn, args).await,
+        "georadius" | "georadiusbymember" | "geosearchstore" => geo::store(conn, spec, args).await,
+        "sort" | "sort_ro" => sort::run(conn, spec, args).await,
+        "lcs" => lcs::lcs(conn, args).await,
         "bitop" => bitmap::bitop(conn, args).await,
         "pfcount" => hyperloglog::pfcount(conn, args).await,
         "pfmerge" => hyperloglog::pfmerge(conn, args).await,

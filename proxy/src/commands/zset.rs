@@ -41,7 +41,7 @@ fn read_input(s: &mut shard::Shard, db: usize, key: &[u8], now: u64) -> Result<O
 
 /// Saves `z` at `key` on its owner (deleting the key when `z` is empty) and
 /// replies with its length.
-async fn store_on_owner(conn: &mut Connection, key: Vec<u8>, z: ZSet) {
+pub(super) async fn store_on_owner(conn: &mut Connection, key: Vec<u8>, z: ZSet) {
     let (db, owner, n) = (conn.state.db, conn.core.shard_of(&key), z.len());
     let done = call(&conn.core, owner, move |core| {
         let mut s = core.shard.borrow_mut();

@@ -6,13 +6,16 @@
 pub mod aggregate;
 pub mod bitmap;
 pub mod dump;
+pub mod geo;
 pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
+pub mod lcs;
 pub mod list;
 pub mod scripting;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod transactions;
 pub mod zset;
@@ -74,6 +77,44 @@ pub mod flags {
     pub const NO_AUTH: u32 = 1 << 8;
 }
 
+/// Where a keyword names one more key (Redis's getkeys procedures).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StoreKey {
+    None,
+    /// The argument after the last STORE or STOREDIST from this index on
+    /// (georadiusGetKeys).
+    Geo(u8),
+    /// The argument after the last STORE, skipping LIMIT's, GET's and BY's
+    /// arguments (sortGetKeys).
+    Sort,
+}
+
+impl StoreKey {
+    fn find(self, args: &Args) -> Option<usize> {
+        let mut found = None;
+        let mut i = match self {
+            StoreKey::None => return None,
+            StoreKey::Geo(from) => from as usize,
+            StoreKey::Sort => 2,
+        };
+        while i < args.len() {
+            let last = i + 1 >= args.len();
+            match self {
+                StoreKey::Geo(_) if !last && (args.is(i, "store") || args.is(i, "storedist")) => {
+                    found = Some(i + 1);
+                    i += 1;
+                }
+                StoreKey::Sort if args.is(i, "limit") => i += 2,
+                StoreKey::Sort if args.is(i, "get") || args.is(i, "by") => i += 1,
+                StoreKey::Sort if !last && args.is(i, "store") => found = Some(i + 1),
+                _ => {}
+            }
+            i += 1;
+        }
+        found
+    }
+}
+
 pub struct CommandSpec {
     /// Lower case, as `COMMAND` reports it (`client|setname` for subcommands).
     pub name: &'static str,
@@ -87,6 +128,8 @@ pub struct CommandSpec {
     /// a b): (index of the count, index of the first of those keys); (0, 0)
     /// for none. Redis's "keynum" key specs.
     pub keynum: (u8, u8),
+    /// A destination key named by a keyword (SORT's and GEORADIUS's STORE).
+    pub store_key: StoreKey,
     pub route: Route,
     pub handler: Option<Handler>,
     pub subcommands: &'static [CommandSpec],
@@ -124,7 +167,13 @@ impl CommandSpec {
                 _ => 0..0,
             }
         };
-        (first..end).step_by(step).chain(counted)
+        (first..end).step_by(step).chain(counted).chain(self.store_key.find(args))
+    }
+
+    /// The same spec with a destination key named by a keyword.
+    pub const fn with_store_key(mut self, store: StoreKey) -> Self {
+        self.store_key = store;
+        self
     }
 
     /// The same spec with keys counted by a numkeys argument.
@@ -152,6 +201,7 @@ macro_rules! cmd {
             flags: $flags,
             keys: $keys,
             keynum: (0, 0),
+            store_key: $crate::commands::StoreKey::None,
             route: $route,
             handler: $handler,
             subcommands: $subs,
@@ -168,6 +218,7 @@ pub(crate) mod prelude {
     pub use super::CommandSpec;
     pub use super::Merge::*;
     pub use super::Route::*;
+    pub use super::StoreKey;
     pub const NOKEYS: (i32, i32, i32) = (0, 0, 0);
     pub const KEY1: (i32, i32, i32) = (1, 1, 1);
     pub const KEYS12: (i32, i32, i32) = (1, 2, 1);
@@ -190,6 +241,9 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     set::COMMANDS,
     list::COMMANDS,
     zset::COMMANDS,
+    geo::COMMANDS,
+    sort::COMMANDS,
+    lcs::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,
 ];
@@ -256,6 +310,11 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
 fn touch_watched(shard: &mut Shard, spec: &CommandSpec, db: usize, args: &Args, reply: &[u8]) {
     const CHANGED_EVEN_AT_ZERO: &[&str] =
         &["incr", "decr", "incrby", "decrby", "hincrby", "hset", "zadd", "setbit", "bitfield", "setrange"];
+    // Searches and sorts read their source; a STORE's destination is set
+    // or removed through `Db`, which touches it.
+    if matches!(spec.name, "georadius" | "georadiusbymember" | "geosearchstore" | "sort") {
+        return;
+    }
     let nothing = matches!(reply, b":0\r\n" | b"$-1\r\n" | b"*-1\r\n" | b"_\r\n" | b"*0\r\n");
     if reply.first() == Some(&b'-') || (nothing && !CHANGED_EVEN_AT_ZERO.contains(&spec.name)) {
         return;
@@ -297,6 +356,9 @@ mod tests {
         assert_eq!(keys("sintercard", "sintercard 2 a b LIMIT 1"), vec![2, 3]);
         assert_eq!(keys("sintercard", "sintercard 9 a b"), Vec::<usize>::new());
         assert_eq!(keys("sintercard", "sintercard x a"), Vec::<usize>::new());
+        assert_eq!(keys("georadius", "georadius g 1 2 3 m store a storedist b"), vec![1, 9]);
+        assert_eq!(keys("georadius", "georadius g 1 2 3 m store"), vec![1]);
+        assert_eq!(keys("sort", "sort l by store get store limit 0 1 store d"), vec![1, 10]);
     }
 
     #[test]
