@@ -97,8 +97,12 @@ fn drain(conn: &mut TcpStream) -> Vec<u8> {
     }
 }
 
-/// Runs the script on `port`; per step, what every connection received.
+/// Runs `SCRIPT` on `port`; per step, what every connection received.
 fn run_script(port: u16) -> Vec<Vec<Vec<u8>>> {
+    run(port, SCRIPT)
+}
+
+fn run(port: u16, script: &[(usize, &str, bool)]) -> Vec<Vec<Vec<u8>>> {
     let mut conns: Vec<TcpStream> = (0..6)
         .map(|_| {
             let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -108,7 +112,7 @@ fn run_script(port: u16) -> Vec<Vec<Vec<u8>>> {
         })
         .collect();
     let mut steps = Vec::new();
-    for &(c, line, _) in SCRIPT {
+    for &(c, line, _) in script {
         conns[c].write_all(&encode(line)).unwrap();
         std::thread::sleep(Duration::from_millis(150));
         steps.push(conns.iter_mut().map(drain).collect());
@@ -120,10 +124,56 @@ fn run_script(port: u16) -> Vec<Vec<Vec<u8>>> {
 fn raw_matches_redis() {
     let redis = Redis::start();
     let corekv = Server::start(&["--shards", "3"]);
-    let expected = run_script(redis.port);
-    let got = run_script(corekv.port);
+    compare(run_script(redis.port), run_script(corekv.port), SCRIPT);
+}
+
+/// ACL channel rules: `&pattern`s, literal pattern subscriptions, NOPERM
+/// and the ACL LOG's channel entries.
+const ACL_SCRIPT: &[(usize, &str, bool)] = &[
+    (0, "ACL SETUSER u on nopass +@all ~* resetchannels &news* &lit", true),
+    (0, "AUTH u x", true),
+    (0, "SUBSCRIBE news1 lit", true),
+    (0, "SUBSCRIBE other", true),
+    (0, "PSUBSCRIBE news*", true),
+    (0, "PSUBSCRIBE ne*", true),
+    (0, "SSUBSCRIBE other", true),
+    (0, "SSUBSCRIBE news2", true),
+    (0, "RESET", true),
+    (0, "AUTH u x", true),
+    (0, "PUBLISH other x", true),
+    (0, "SPUBLISH other x", true),
+    (0, "PUBLISH newsy x", true),
+    (1, "ACL LOG RESET", true),
+    (0, "PUBLISH nope x", true),
+    (1, "ACL LOG", false),
+    (0, "SUBSCRIBE a b news", true),
+];
+
+#[test]
+fn acl_channels_match_redis() {
+    let redis = Redis::start();
+    let corekv = Server::start(&["--shards", "2"]);
+    compare(run(redis.port, ACL_SCRIPT), run(corekv.port, ACL_SCRIPT), ACL_SCRIPT);
+    let mut c = corekv.raw();
+    c.cmd_str("AUTH u x");
+    c.cmd_str("PUBLISH nope2 x");
+    let mut admin = corekv.raw();
+    match admin.cmd_str("ACL LOG 1") {
+        proxy::resp::Value::Array(entries) => {
+            let fields = match &entries[0] {
+                proxy::resp::Value::Array(f) => f.clone(),
+                other => panic!("entry: {other:?}"),
+            };
+            let has = |w: &[u8]| fields.contains(&proxy::resp::Value::Bulk(w.to_vec()));
+            assert!(has(b"channel") && has(b"nope2"), "{fields:?}");
+        }
+        other => panic!("ACL LOG: {other:?}"),
+    }
+}
+
+fn compare(expected: Vec<Vec<Vec<u8>>>, got: Vec<Vec<Vec<u8>>>, script: &[(usize, &str, bool)]) {
     let show = |b: &[u8]| String::from_utf8_lossy(b).replace("\r\n", "\\r\\n");
-    for (i, &(c, line, compare)) in SCRIPT.iter().enumerate() {
+    for (i, &(c, line, compare)) in script.iter().enumerate() {
         if !compare {
             continue;
         }
