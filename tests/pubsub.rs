@@ -282,11 +282,8 @@ fn slow_subscriber_is_cut() {
     match publisher.cmd(&[b"INFO", b"memory"]) {
         proxy::resp::Value::Bulk(b) => {
             let text = String::from_utf8_lossy(&b).into_owned();
-            let used: u64 = text
-                .lines()
-                .find_map(|l| l.strip_prefix("used_memory:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap();
+            let used: u64 =
+                text.lines().find_map(|l| l.strip_prefix("used_memory:")).and_then(|v| v.trim().parse().ok()).unwrap();
             assert!(used < 64 << 20, "used_memory {used} after the run");
         }
         other => panic!("INFO: {other:?}"),
