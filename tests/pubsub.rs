@@ -323,6 +323,8 @@ fn counts_over_cores() {
         other => panic!("{other:?}"),
     };
     assert_eq!(list.matches("flags=P db=0 sub=2 psub=1 ssub=0").count(), 9, "{list}");
+    assert_eq!(c.cmd_str("CLIENT KILL TYPE normal"), proxy::resp::Value::Int(0));
+    assert_eq!(c.cmd_str("CLIENT KILL TYPE pubsub"), proxy::resp::Value::Int(9));
     drop(subs);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(c.cmd_str("PUBLISH c1 m"), proxy::resp::Value::Int(0));
