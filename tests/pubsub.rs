@@ -147,6 +147,15 @@ const ACL_SCRIPT: &[(usize, &str, bool)] = &[
     (0, "PUBLISH nope x", true),
     (1, "ACL LOG", false),
     (0, "SUBSCRIBE a b news", true),
+    (2, "AUTH u x", true),
+    (2, "SUBSCRIBE news1", true),
+    (3, "AUTH u x", true),
+    (3, "SUBSCRIBE lit", true),
+    (4, "AUTH u x", true),
+    (4, "PSUBSCRIBE news*", true),
+    // Revoked: the subscribers of news1 and news* are disconnected.
+    (1, "ACL SETUSER u resetchannels &lit", true),
+    (5, "PING", true),
 ];
 
 #[test]

@@ -254,6 +254,16 @@ impl Selector {
         self.all_commands && self.all_keys && self.all_channels
     }
 
+    /// `ACLCheckChannelAgainstList`: a channel matches an allowed pattern;
+    /// a pattern subscription (`literal`) must be one of them exactly.
+    pub fn allows_channel(&self, channel: &[u8], literal: bool) -> bool {
+        self.all_channels
+            || self.channels.iter().any(|p| match literal {
+                true => p.as_slice() == channel,
+                false => glob_match(p, channel, false),
+            })
+    }
+
     /// `ACLSelectorCheckCmd`.
     pub fn check(&self, id: usize, args: &Args) -> Result<(), Denied> {
         let reg = registry();
@@ -291,12 +301,7 @@ impl Selector {
                 _ => (0..0, false),
             };
             for i in channels {
-                let channel = args.get(i);
-                let allowed = self.channels.iter().any(|p| match literal {
-                    true => p.as_slice() == channel,
-                    false => glob_match(p, channel, false),
-                });
-                if !allowed {
+                if !self.allows_channel(args.get(i), literal) {
                     return Err(Denied::Channel(i));
                 }
             }
