@@ -54,7 +54,7 @@ impl Core {
                 done = false;
                 break;
             }
-            if op.spec.route == Route::Proxy {
+            if op.spec.route == Route::Proxy && matches!(op.spec.name, "publish" | "spublish") {
                 // PUBLISH / SPUBLISH: this core's subscribers, not the shard
                 // (whose configuration the pushes read).
                 drop(shard);
