@@ -332,6 +332,12 @@ fn counts_over_cores() {
         other => panic!("{other:?}"),
     };
     assert_eq!(list.matches("flags=P db=0 sub=2 psub=1 ssub=0").count(), 9, "{list}");
+    let lines = |v: proxy::resp::Value| match v {
+        proxy::resp::Value::Bulk(b) => String::from_utf8_lossy(&b).lines().count(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(lines(c.cmd_str("CLIENT LIST TYPE pubsub")), 9);
+    assert_eq!(lines(c.cmd_str("CLIENT LIST TYPE normal")), 1);
     assert_eq!(c.cmd_str("CLIENT KILL TYPE normal"), proxy::resp::Value::Int(0));
     assert_eq!(c.cmd_str("CLIENT KILL TYPE pubsub"), proxy::resp::Value::Int(9));
     drop(subs);
