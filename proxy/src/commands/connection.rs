@@ -87,6 +87,9 @@ pub fn hello(conn: &mut Connection, args: Args) {
     }
     if let Some(v) = version {
         conn.state.resp3 = v == 3;
+        if let Some(q) = &conn.state.push {
+            q.resp3.set(v == 3);
+        }
     }
     let id = conn.state.id;
     let mode = if conn.core.cluster().enabled() { "cluster" } else { "standalone" };
@@ -233,17 +236,25 @@ pub fn client(conn: &mut Connection, spec: &CommandSpec, args: Args) {
 /// Every client line on every core, optionally only some ids.
 pub async fn client_list(conn: &mut Connection, args: Args<'_>) {
     let mut ids: Option<Vec<u64>> = None;
+    // TYPE: (replica, subscribed) a line must have; master: nobody.
+    let mut class: Option<(bool, bool)> = None;
     let mut j = 2;
     while j < args.len() {
         if args.is(j, "type") && j + 1 < args.len() {
             let t = args.get(j + 1).to_ascii_lowercase();
-            if !matches!(t.as_slice(), b"normal" | b"master" | b"replica" | b"slave" | b"pubsub") {
-                let t = String::from_utf8_lossy(args.get(j + 1)).into_owned();
-                return conn.error(&format!("ERR Unknown client type '{t}'"));
-            }
-            if t != b"normal" {
-                ids = Some(Vec::new());
-            }
+            class = match t.as_slice() {
+                b"normal" => Some((false, false)),
+                b"pubsub" => Some((false, true)),
+                b"replica" | b"slave" => Some((true, false)),
+                b"master" => {
+                    ids = Some(Vec::new());
+                    None
+                }
+                _ => {
+                    let t = String::from_utf8_lossy(args.get(j + 1)).into_owned();
+                    return conn.error(&format!("ERR Unknown client type '{t}'"));
+                }
+            };
             j += 2;
         } else if args.is(j, "id") && j + 1 < args.len() {
             let mut list = ids.take().unwrap_or_default();
@@ -261,14 +272,16 @@ pub async fn client_list(conn: &mut Connection, args: Args<'_>) {
     }
     let lines = call_all(&conn.core, move |core| {
         let now = Instant::now();
-        core.clients.borrow().list.iter().map(|(_, c)| (c.id, c.line(now))).collect::<Vec<_>>()
+        let clients = core.clients.borrow();
+        let of = |c: &crate::clients::ClientInfo| (c.replica, c.pubsub() && !c.replica);
+        clients.list.iter().map(|(_, c)| (c.id, c.line(now), of(c))).collect::<Vec<_>>()
     })
     .await;
-    let mut all: Vec<(u64, String)> = lines.into_iter().flatten().flatten().collect();
-    all.sort_by_key(|(id, _)| *id);
+    let mut all: Vec<(u64, String, (bool, bool))> = lines.into_iter().flatten().flatten().collect();
+    all.sort_by_key(|(id, ..)| *id);
     let mut text = String::new();
-    for (id, line) in all {
-        if ids.as_ref().is_none_or(|ids| ids.contains(&id)) {
+    for (id, line, of) in all {
+        if ids.as_ref().is_none_or(|ids| ids.contains(&id)) && class.is_none_or(|c| c == of) {
             text.push_str(&line);
             text.push('\n');
         }
@@ -285,7 +298,9 @@ struct KillFilter {
     maxage: Option<u64>,
     /// TYPE normal (false) or replica (true).
     replica: Option<bool>,
-    /// TYPE master or pubsub: matches nobody.
+    /// TYPE pubsub (true) or normal (false: not subscribed).
+    pubsub: Option<bool>,
+    /// TYPE master: matches nobody.
     nobody: bool,
     user: Option<Vec<u8>>,
 }
@@ -315,9 +330,10 @@ pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
                 f.laddr = Some(text);
             } else if args.is(j, "type") {
                 match text.to_ascii_lowercase().as_str() {
-                    "normal" => f.replica = Some(false),
+                    "normal" => (f.replica, f.pubsub) = (Some(false), Some(false)),
                     "replica" | "slave" => f.replica = Some(true),
-                    "master" | "pubsub" => f.nobody = true,
+                    "pubsub" => (f.replica, f.pubsub) = (Some(false), Some(true)),
+                    "master" => f.nobody = true,
                     _ => return conn.error(&format!("ERR Unknown client type '{text}'")),
                 }
             } else if args.is(j, "user") {
@@ -357,6 +373,7 @@ pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
                 && filter.maxage.is_none_or(|age| now.duration_since(c.created).as_secs() >= age)
                 && filter.skip_id != Some(c.id)
                 && filter.replica.is_none_or(|r| r == c.replica)
+                && filter.pubsub.is_none_or(|p| p == c.pubsub())
                 && filter.user.as_ref().is_none_or(|u| *u == c.user);
             if matches {
                 clients.kill(key);

@@ -12,6 +12,7 @@ pub mod hyperloglog;
 pub mod keys;
 pub mod lcs;
 pub mod list;
+pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod set;
@@ -246,6 +247,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     lcs::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// All top-level commands.
