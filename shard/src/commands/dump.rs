@@ -76,9 +76,7 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.error("ERR Bad data format");
     };
     let db = &mut s.dbs[ctx.db];
-    if o.replace {
-        db.remove(key, ctx.now);
-    }
+    let deleted = o.replace && db.remove(key, ctx.now).is_some();
     let expire_at = match (ttl, o.absttl) {
         (0, _) => None,
         (t, true) => Some(t as u64),
@@ -86,6 +84,9 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     if expire_at.is_some_and(|at| at <= ctx.now) {
         // Already expired: the key is gone (REPLACE deleted it), as in Redis.
+        if deleted {
+            s.notify(crate::notify::GENERIC, "del", ctx.db, key);
+        }
         return ctx.reply.ok();
     }
     let lfu = s.config.maxmemory_policy.is_lfu();
@@ -96,6 +97,7 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         (true, _, Some(freq)) => entry.set_lfu(ctx.now, freq as u64),
         _ => {}
     }
+    s.notify(crate::notify::GENERIC, "restore", ctx.db, key);
     ctx.reply.ok();
 }
 
