@@ -192,8 +192,10 @@ impl Shard {
         }
     }
 
+    /// Puts an event raised elsewhere (a script's scratch shard) in this
+    /// shard's outbox, whatever the classes.
     #[cold]
-    fn raise(&mut self, event: &'static str, db: usize, key: &[u8]) {
+    pub fn raise(&mut self, event: &'static str, db: usize, key: &[u8]) {
         self.collect_db_notes();
         self.outbox.push(db, event, key);
     }
