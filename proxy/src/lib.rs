@@ -20,6 +20,8 @@ pub mod metrics;
 pub mod notify;
 pub mod persistence;
 pub mod pipeline;
+pub mod pubsub;
+pub mod push;
 pub mod replication;
 pub mod resp;
 pub mod ring;
