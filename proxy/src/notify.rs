@@ -62,8 +62,8 @@ pub fn drain(core: &Core) {
     });
 }
 
-fn publish(_core: &Rc<Core>, _channel: &[u8], _message: &[u8]) {
-    // TODO(pubsub merge): crate::pubsub::publish::publish_fire.
+fn publish(core: &Rc<Core>, channel: &[u8], message: &[u8]) {
+    crate::pubsub::publish::publish_fire(core, crate::pubsub::state::Kind::Channel, channel, message);
 }
 
 /// The per-core task that publishes events raised outside a command this
