@@ -107,7 +107,9 @@ fn compare(events: &str, lines: &[&str]) {
     let (mut r, mut c) = (Side::new(redis.port, events), Side::new(corekv.port, events));
     for line in lines {
         let want = r.until_marker(line);
-        c.run(line);
+        let reply = c.run(line);
+        // Shown when a step's events do not come.
+        eprintln!("{line} -> {reply:?}, {} events", want.len());
         let got = c.events(want.len());
         assert_eq!(by_key(&got), by_key(&want), "{line}\n got: {got:?}\nwant: {want:?}");
     }
