@@ -37,11 +37,9 @@ pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: 
                 }
             }
         }
-        BlockOp::ZPop { max } => {
-            keys.iter().any(|k| try_pop(shard, req.db, k, now, *max, 1, Shape::KeyFlat, &mut ctx.reply))
-        }
+        BlockOp::ZPop { max } => keys.iter().any(|k| try_pop(shard, &mut ctx, k, *max, 1, Shape::KeyFlat)),
         BlockOp::ZMPop { max, count } => {
-            keys.iter().any(|k| try_pop(shard, req.db, k, now, *max, *count, Shape::KeyNested, &mut ctx.reply))
+            keys.iter().any(|k| try_pop(shard, &mut ctx, k, *max, *count, Shape::KeyNested))
         }
         BlockOp::Notify { .. } => keys.iter().any(|k| fits(shard, req, k, now)),
     };

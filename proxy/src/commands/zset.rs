@@ -137,16 +137,8 @@ pub async fn mpop(conn: &mut Connection, args: Args<'_>) {
             let mut s = core.shard.borrow_mut();
             s.stats.commands += 1;
             let mut out = Vec::new();
-            let done = try_pop(
-                &mut s,
-                db,
-                &key,
-                shard::unix_ms(),
-                p.max,
-                p.count,
-                Shape::KeyNested,
-                &mut Reply::new(&mut out, resp3),
-            );
+            let mut ctx = shard::Ctx { db, now: shard::unix_ms(), reply: Reply::new(&mut out, resp3) };
+            let done = try_pop(&mut s, &mut ctx, &key, p.max, p.count, Shape::KeyNested);
             if done {
                 s.log_key_state(db, &key, shard::unix_ms());
             }

@@ -69,16 +69,8 @@ fn pop_from(z: &mut ZSet, key: &[u8], max: bool, count: usize, shape: Shape, r: 
 /// (nothing written) when the key does not exist. This is the step BZPOPMIN
 /// (`Shape::KeyFlat`, count 1), BZPOPMAX and BZMPOP (`Shape::KeyNested`)
 /// repeat over their keys when woken.
-pub fn try_pop(
-    s: &mut Shard,
-    db: usize,
-    key: &[u8],
-    now: u64,
-    max: bool,
-    count: usize,
-    shape: Shape,
-    r: &mut Reply,
-) -> bool {
+pub fn try_pop(s: &mut Shard, ctx: &mut Ctx, key: &[u8], max: bool, count: usize, shape: Shape) -> bool {
+    let (db, now, r) = (ctx.db, ctx.now, &mut ctx.reply);
     match zset_mut(&mut s.dbs[db], key, now) {
         Ok(None) => return false,
         Err(WrongType) => {
@@ -114,7 +106,7 @@ fn pop_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, max: bool) {
         Ok(Some(_)) => {}
     }
     let shape = if ctx.reply.resp3 && count.is_some() { Shape::Nested } else { Shape::Flat };
-    try_pop(s, ctx.db, key, ctx.now, max, count.unwrap_or(1), shape, &mut ctx.reply);
+    try_pop(s, ctx, key, max, count.unwrap_or(1), shape);
 }
 
 pub fn zpopmin(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -172,7 +164,7 @@ pub fn zmpop(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Err(e) => return ctx.reply.error(e),
     };
     for key in args.iter().skip(p.first).take(p.numkeys) {
-        if try_pop(s, ctx.db, key, ctx.now, p.max, p.count, Shape::KeyNested, &mut ctx.reply) {
+        if try_pop(s, ctx, key, p.max, p.count, Shape::KeyNested) {
             return;
         }
     }
