@@ -206,6 +206,7 @@ fn every_family_raises_redis_events() {
 fn classes_new_keys_and_transactions() {
     compare("Kgn", &["SET a 1", "DEL a", "LPUSH l x", "RENAME l m", "DEL m"]);
     compare("E$l", &["SET a 1", "DEL a", "LPUSH l x", "LPOP l", "INCR n"]);
+    compare("Km", &["GET a", "MGET a b", "SET a 1", "GET a", "HGET h f", "ZSCORE z m", "SMEMBERS s"]);
     compare(
         "KEA",
         &[

@@ -200,6 +200,15 @@ impl Shard {
         self.outbox.push(db, event, key);
     }
 
+    /// `keymiss` for a read of a missing `key` (class `m`), checked before
+    /// the read borrows the value: one branch when the class is off.
+    #[inline]
+    pub fn notify_miss(&mut self, db: usize, key: &[u8], now: u64) {
+        if self.notify_mask & KEY_MISS != 0 && !self.dbs[db].contains(key, now) {
+            self.raise("keymiss", db, key);
+        }
+    }
+
     /// Moves what the databases raised (`new`, `expired`) into the outbox,
     /// ahead of whatever is raised next.
     #[inline]

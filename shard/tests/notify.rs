@@ -202,3 +202,16 @@ fn expired_lazily_and_actively() {
     let got: Vec<_> = s.notifications().iter().map(|e| (e.event, e.key.to_vec())).collect();
     assert_eq!(got, [("expired", b"b".to_vec())]);
 }
+
+#[test]
+fn key_misses() {
+    let mut s = shard_with("Em");
+    check(&mut s, "get nothing", &["keymiss nothing"]);
+    check(&mut s, "mget a b", &["keymiss a", "keymiss b"]);
+    check(&mut s, "hget h f", &["keymiss h"]);
+    check(&mut s, "zscore z m", &["keymiss z"]);
+    check(&mut s, "set a 1", &[]);
+    check(&mut s, "get a", &[]);
+    let mut s = shard_with("EA");
+    check(&mut s, "get nothing", &[]);
+}

@@ -27,7 +27,8 @@ pub fn get(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         }
         None => {
             s.stats.keyspace_misses += 1;
-            ctx.reply.null()
+            ctx.reply.null();
+            s.notify(notify::KEY_MISS, "keymiss", ctx.db, args.get(1));
         }
     }
 }
@@ -242,7 +243,8 @@ pub fn mget(s: &mut Shard, ctx: &mut Ctx, args: Args) {
             Some(_) => ctx.reply.null(),
             None => {
                 s.stats.keyspace_misses += 1;
-                ctx.reply.null()
+                ctx.reply.null();
+                s.notify(notify::KEY_MISS, "keymiss", ctx.db, key);
             }
         }
     }

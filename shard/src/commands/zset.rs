@@ -66,6 +66,7 @@ pub fn zset_mut<'a>(db: &'a mut Db, key: &[u8], now: u64) -> Result<Option<&'a m
 
 /// Like `zset_mut` for a read, counting the keyspace hit or miss.
 pub fn zset_read<'a>(s: &'a mut Shard, db: usize, key: &[u8], now: u64) -> Result<Option<&'a mut ZSet>, WrongType> {
+    s.notify_miss(db, key, now);
     let Shard { dbs, stats, .. } = s;
     let found = zset_mut(&mut dbs[db], key, now);
     match &found {
