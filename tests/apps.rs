@@ -107,3 +107,5 @@ macro_rules! app_tests {
 app_tests!(App::Python("locks_and_transactions.py"), redis_py_redis, redis_py_corekv);
 app_tests!(App::Node("redlock.mjs"), node_redlock_redis, node_redlock_corekv);
 app_tests!(App::Node("rate-limiter.mjs"), node_rate_limiter_redis, node_rate_limiter_corekv);
+app_tests!(App::Python("pubsub.py"), redis_py_pubsub_redis, redis_py_pubsub_corekv);
+app_tests!(App::Node("pubsub.mjs"), node_ioredis_pubsub_redis, node_ioredis_pubsub_corekv);

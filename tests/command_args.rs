@@ -563,8 +563,22 @@ fn every_shard_command_survives_random_arguments() {
 // The proxy's commands, over a connection to the real binary.
 
 /// Never sent: they stop the server, or turn the connection into something
-/// else for good.
-const NOT_SENT: &[&str] = &["shutdown", "sync", "psync", "replconf", "replicaof", "slaveof"];
+/// else for good (the subscribe family answers one reply per channel and
+/// pushes afterwards: tests/pubsub.rs covers it).
+const NOT_SENT: &[&str] = &[
+    "shutdown",
+    "sync",
+    "psync",
+    "replconf",
+    "replicaof",
+    "slaveof",
+    "subscribe",
+    "unsubscribe",
+    "psubscribe",
+    "punsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
+];
 
 /// Blocking commands and where their timeout is (`None`: the last argument).
 const TIMEOUT_AT: &[(&str, Option<usize>)] = &[

@@ -32,6 +32,9 @@ pub struct ClientInfo {
     pub replica: bool,
     /// The ACL user the connection is authenticated as.
     pub user: Vec<u8>,
+    /// Channels, patterns and shard channels subscribed to (sub= psub=
+    /// ssub=; flags=P while any).
+    pub subscriptions: [usize; 3],
 }
 
 impl ClientInfo {
@@ -42,10 +45,26 @@ impl ClientInfo {
         FIXED + self.qbuf + self.qbuf_free + self.omem + self.multi.1
     }
 
+    /// Subscribed to anything (flags=P; CLIENT KILL TYPE pubsub).
+    pub fn pubsub(&self) -> bool {
+        self.subscriptions.iter().any(|&n| n > 0)
+    }
+
+    /// CLIENT LIST's flags, in Redis's order.
+    fn flags(&self) -> &'static str {
+        match (self.replica, self.pubsub(), self.multi.0 >= 0) {
+            (true, _, _) => "S",
+            (false, true, true) => "Px",
+            (false, true, false) => "P",
+            (false, false, true) => "x",
+            (false, false, false) => "N",
+        }
+    }
+
     /// One line of CLIENT LIST in Redis 7's field order.
     pub fn line(&self, now: Instant) -> String {
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -53,14 +72,11 @@ impl ClientInfo {
             String::from_utf8_lossy(&self.name),
             now.duration_since(self.created).as_secs(),
             now.duration_since(self.last_active).as_secs(),
-            if self.replica {
-                "S"
-            } else if self.multi.0 >= 0 {
-                "x"
-            } else {
-                "N"
-            },
+            self.flags(),
             self.db,
+            self.subscriptions[0],
+            self.subscriptions[1],
+            self.subscriptions[2],
             self.multi.0,
             self.qbuf,
             self.qbuf_free,

@@ -103,6 +103,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 multi: (-1, 0),
                 replica: false,
                 user: b"default".to_vec(),
+                subscriptions: [0; 3],
             });
             (id, key)
         };

@@ -57,10 +57,9 @@ impl Core {
                 done = false;
                 break;
             }
-            if op.spec.route == Route::Proxy && op.spec.handler.is_none() {
-                // PUBLISH / SPUBLISH (no shard handler; MSETNX and others
-                // routed Proxy run on the shard): this core's subscribers,
-                // not the shard (whose configuration the pushes read).
+            if op.spec.route == Route::Proxy && matches!(op.spec.name, "publish" | "spublish") {
+                // PUBLISH / SPUBLISH: this core's subscribers, not the shard
+                // (whose configuration the pushes read).
                 drop(shard);
                 publish_op(self, op.spec, &args, &mut reply.data);
                 reply.ends.push(reply.data.len() as u32);

@@ -254,6 +254,16 @@ impl Selector {
         self.all_commands && self.all_keys && self.all_channels
     }
 
+    /// `ACLCheckChannelAgainstList`: a channel matches an allowed pattern;
+    /// a pattern subscription (`literal`) must be one of them exactly.
+    pub fn allows_channel(&self, channel: &[u8], literal: bool) -> bool {
+        self.all_channels
+            || self.channels.iter().any(|p| match literal {
+                true => p.as_slice() == channel,
+                false => glob_match(p, channel, false),
+            })
+    }
+
     /// `ACLSelectorCheckCmd`.
     pub fn check(&self, id: usize, args: &Args) -> Result<(), Denied> {
         let reg = registry();
@@ -270,12 +280,29 @@ impl Selector {
                 return Err(Denied::Command);
             }
         }
-        if !self.all_keys {
+        // Shard channels sit where keys do (Redis's not_key key specs).
+        let shard_channels = matches!(command.spec.name, "ssubscribe" | "sunsubscribe" | "spublish");
+        if !self.all_keys && !shard_channels {
             for (n, i) in command.spec.key_indexes(args).enumerate() {
                 let access = reg.key_access(id, n, args);
                 let key = args.get(i);
                 if !self.patterns.iter().any(|p| p.access & access == access && glob_match(&p.pattern, key, false)) {
                     return Err(Denied::Key(i));
+                }
+            }
+        }
+        if !self.all_channels {
+            // ACLCheckChannelAgainstList: a pattern subscription must name
+            // an allowed pattern literally; a channel must match one.
+            let (channels, literal) = match command.spec.name {
+                "publish" | "spublish" => (1..2, false),
+                "subscribe" | "ssubscribe" => (1..args.len(), false),
+                "psubscribe" => (1..args.len(), true),
+                _ => (0..0, false),
+            };
+            for i in channels {
+                if !self.allows_channel(args.get(i), literal) {
+                    return Err(Denied::Channel(i));
                 }
             }
         }

@@ -167,6 +167,11 @@ impl User {
         self.selectors.iter().any(Selector::unrestricted)
     }
 
+    /// Some selector allows `channel` (a pattern subscription: `literal`).
+    pub fn allows_channel(&self, channel: &[u8], literal: bool) -> bool {
+        self.selectors.iter().any(|s| s.allows_channel(channel, literal))
+    }
+
     /// `ACLCheckAllUserCommandPerm`: allowed when any selector allows it;
     /// otherwise the error Redis picks (the highest kind, the last key).
     pub fn check(&self, id: usize, args: &Args) -> Result<(), Denied> {

@@ -386,6 +386,8 @@ where
                     clients.kill(key);
                 }
             }
+            drop(clients);
+            crate::pubsub::fanout::kill_unpermitted(core, me);
         })
         .await;
         Ok((result, closed_here))

@@ -288,7 +288,9 @@ struct KillFilter {
     maxage: Option<u64>,
     /// TYPE normal (false) or replica (true).
     replica: Option<bool>,
-    /// TYPE master or pubsub: matches nobody.
+    /// TYPE pubsub (true) or normal (false: not subscribed).
+    pubsub: Option<bool>,
+    /// TYPE master: matches nobody.
     nobody: bool,
     user: Option<Vec<u8>>,
 }
@@ -318,9 +320,10 @@ pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
                 f.laddr = Some(text);
             } else if args.is(j, "type") {
                 match text.to_ascii_lowercase().as_str() {
-                    "normal" => f.replica = Some(false),
+                    "normal" => (f.replica, f.pubsub) = (Some(false), Some(false)),
                     "replica" | "slave" => f.replica = Some(true),
-                    "master" | "pubsub" => f.nobody = true,
+                    "pubsub" => (f.replica, f.pubsub) = (Some(false), Some(true)),
+                    "master" => f.nobody = true,
                     _ => return conn.error(&format!("ERR Unknown client type '{text}'")),
                 }
             } else if args.is(j, "user") {
@@ -360,6 +363,7 @@ pub async fn client_kill(conn: &mut Connection, args: Args<'_>) {
                 && filter.maxage.is_none_or(|age| now.duration_since(c.created).as_secs() >= age)
                 && filter.skip_id != Some(c.id)
                 && filter.replica.is_none_or(|r| r == c.replica)
+                && filter.pubsub.is_none_or(|p| p == c.pubsub())
                 && filter.user.as_ref().is_none_or(|u| *u == c.user);
             if matches {
                 clients.kill(key);

@@ -134,11 +134,13 @@ fn subscribe_now(conn: &mut Connection, spec: &'static CommandSpec, kind: Kind, 
         }
     }
     let _ = register(conn, kind, args);
+    sync_state(conn);
     None
 }
 
 async fn subscribe(conn: &mut Connection, kind: Kind, args: &Args<'_>) {
     let new = register(conn, kind, args);
+    sync_state(conn);
     announce(&conn.core, kind, new).await;
 }
 
@@ -193,8 +195,18 @@ fn unsubscribe(conn: &mut Connection, kind: Kind, args: &Args) {
         conn.pipeline.local(|out| notice(out, resp3, head, Some(name), count));
     }
     retract(&conn.core, kind, gone);
+    sync_state(conn);
+}
+
+/// CLIENT LIST's sub= psub= ssub= and flags=P; the pubsub class of the
+/// output buffer limit.
+fn sync_state(conn: &Connection) {
+    let counts = conn.state.subscriptions.names.each_ref().map(|n| n.len());
     if let Some(q) = &conn.state.push {
-        q.subscribed.set(conn.state.subscriptions.total() > 0);
+        q.subscribed.set(counts.iter().any(|&n| n > 0));
+    }
+    if let Some(c) = conn.core.clients.borrow_mut().list.get_mut(conn.state.registry_key) {
+        c.subscriptions = counts;
     }
 }
 
@@ -233,9 +245,7 @@ pub fn unsubscribe_all(conn: &mut Connection) {
         }
         retract(&conn.core, kind, gone);
     }
-    if let Some(q) = &conn.state.push {
-        q.subscribed.set(false);
-    }
+    sync_state(conn);
 }
 
 /// RESET: out of the subscribed state, back to RESP2.

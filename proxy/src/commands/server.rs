@@ -50,6 +50,9 @@ pub struct CoreReport {
     /// (keys written, keys at the cut) of a running snapshot.
     pub save_keys: (u64, u64),
     pub scripts: crate::scripting::Usage,
+    /// Channels, patterns and shard channels with subscribers here that no
+    /// lower core has (summed: the distinct names of the server).
+    pub pubsub: [usize; 3],
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -94,6 +97,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         dirty: shard.dirty,
         save_keys: shard.snapshot_progress(),
         scripts: crate::scripting::usage(),
+        pubsub: core.pubsub.borrow().distinct_here(core.index),
     }
 }
 
@@ -227,7 +231,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 sum(|r| r.commands),
                 sum(|r| r.ops_per_sec),
@@ -241,6 +245,9 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
                 sum(|r| r.evicted),
                 sum(|r| r.hits),
                 sum(|r| r.misses),
+                sum(|r| r.pubsub[0] as u64),
+                sum(|r| r.pubsub[1] as u64),
+                sum(|r| r.pubsub[2] as u64),
                 sum(|r| r.hops_sent),
                 sum(|r| r.remote_commands),
             ),

@@ -82,3 +82,33 @@ pub fn encode(out: &mut Vec<u8>, parts: &[&[u8]]) {
         out.extend_from_slice(b"\r\n");
     }
 }
+
+/// After an ACL change (Redis 7.0's ACLKillPubsubClientsIfNeeded): this
+/// core's subscribers whose user may no longer access a channel, pattern or
+/// shard channel they are subscribed to are disconnected (all but client
+/// `except`, the one that made the change).
+pub fn kill_unpermitted(core: &Core, except: u64) {
+    let subs = core.pubsub.borrow();
+    if subs.local.iter().all(|m| m.is_empty()) {
+        return;
+    }
+    let users = core.acl.users();
+    let clients = core.clients.borrow();
+    let mut doomed: Vec<usize> = Vec::new();
+    for kind in Kind::ALL {
+        for (name, list) in &subs.local[kind as usize] {
+            for q in list {
+                if q.client_id == except || doomed.contains(&q.registry_key) {
+                    continue;
+                }
+                let Some(c) = clients.list.get(q.registry_key) else { continue };
+                if !users.get(&c.user).is_some_and(|u| u.allows_channel(name, kind == Kind::Pattern)) {
+                    doomed.push(q.registry_key);
+                }
+            }
+        }
+    }
+    for key in doomed {
+        clients.kill(key);
+    }
+}

@@ -118,6 +118,15 @@ impl Subscriptions {
         })
     }
 
+    /// Per kind, the names with subscribers here that no lower-numbered
+    /// core has (by its summary): summed over the cores, the server's
+    /// distinct names (INFO's pubsub_channels...).
+    pub fn distinct_here(&self, me: usize) -> [usize; 3] {
+        Kind::ALL.map(|kind| {
+            self.local[kind as usize].keys().filter(|n| !self.remote[..me].iter().any(|s| s.has(kind, n))).count()
+        })
+    }
+
     /// Whether any other core may have a subscriber for `channel` (the
     /// cheap test before collecting targets).
     pub fn any_remote(&self, me: usize, kind: Kind, channel: &[u8]) -> bool {

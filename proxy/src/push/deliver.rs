@@ -63,6 +63,9 @@ pub fn limit_of(core: &Core, queue: &PushQueue) -> Limit {
 /// the queue of `queue`'s connection, on its own core, under its output
 /// buffer limit. False when the push made it overflow (it is closed).
 pub fn push_to(core: &Core, queue: &PushQueue, write: impl FnOnce(&mut Vec<u8>, bool)) -> bool {
+    if queue.overflowed.get() {
+        return false;
+    }
     let resp3 = queue.resp3.get();
     if queue.push(limit_of(core, queue), core.now_instant(), |out| write(out, resp3)) {
         return true;
