@@ -332,10 +332,59 @@ fn counts_over_cores() {
         other => panic!("{other:?}"),
     };
     assert_eq!(list.matches("flags=P db=0 sub=2 psub=1 ssub=0").count(), 9, "{list}");
+    let lines = |v: proxy::resp::Value| match v {
+        proxy::resp::Value::Bulk(b) => String::from_utf8_lossy(&b).lines().count(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(lines(c.cmd_str("CLIENT LIST TYPE pubsub")), 9);
+    assert_eq!(lines(c.cmd_str("CLIENT LIST TYPE normal")), 1);
     assert_eq!(c.cmd_str("CLIENT KILL TYPE normal"), proxy::resp::Value::Int(0));
     assert_eq!(c.cmd_str("CLIENT KILL TYPE pubsub"), proxy::resp::Value::Int(9));
     drop(subs);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(c.cmd_str("PUBLISH c1 m"), proxy::resp::Value::Int(0));
     assert_eq!(c.cmd_str("PUBSUB NUMPAT"), proxy::resp::Value::Int(0));
+}
+
+/// Sharded Pub/Sub in per-core cluster mode: a shard channel lives on its
+/// slot's owner (MOVED elsewhere, CROSSSLOT across slots), SPUBLISH there
+/// reaches its subscriber.
+#[test]
+fn shard_channels_follow_their_slot() {
+    let base = loop {
+        let base = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if base < 60000 && (0..2).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok()) {
+            break base;
+        }
+    };
+    let _server =
+        Server::start(&["--shards", "2", "--cluster-mode", "per-core", "--cluster-port-base", &base.to_string()]);
+    // "a" is slot 15495 (the second node), "b" slot 3300 (the first).
+    let (mut first, mut second) = (common::Raw::connect(base), common::Raw::connect(base + 1));
+    let err = |v: proxy::resp::Value| match v {
+        proxy::resp::Value::Error(e) => String::from_utf8_lossy(&e).into_owned(),
+        other => panic!("not an error: {other:?}"),
+    };
+    assert_eq!(err(first.cmd_str("SSUBSCRIBE a b")), "CROSSSLOT Keys in request don't hash to the same slot");
+    assert_eq!(err(first.cmd_str("SSUBSCRIBE a")), format!("MOVED 15495 127.0.0.1:{}", base + 1));
+    assert_eq!(err(first.cmd_str("SPUBLISH a m")), format!("MOVED 15495 127.0.0.1:{}", base + 1));
+    let reply = second.cmd_str("SSUBSCRIBE a");
+    assert_eq!(format!("{reply:?}"), format!("{:?}", first_array(&["ssubscribe", "a"], 1)));
+    let mut publisher = common::Raw::connect(base + 1);
+    assert_eq!(publisher.cmd_str("SPUBLISH a m"), proxy::resp::Value::Int(1));
+    let message = second.read().unwrap();
+    assert_eq!(format!("{message:?}"), format!("{:?}", bulks(&["smessage", "a", "m"])));
+    // A channel of the first node's slot published there reaches nobody.
+    assert_eq!(first.cmd_str("SPUBLISH b m"), proxy::resp::Value::Int(0));
+}
+
+fn bulks(words: &[&str]) -> proxy::resp::Value {
+    proxy::resp::Value::Array(words.iter().map(|w| proxy::resp::Value::Bulk(w.as_bytes().to_vec())).collect())
+}
+
+fn first_array(words: &[&str], n: i64) -> proxy::resp::Value {
+    let mut items: Vec<proxy::resp::Value> =
+        words.iter().map(|w| proxy::resp::Value::Bulk(w.as_bytes().to_vec())).collect();
+    items.push(proxy::resp::Value::Int(n));
+    proxy::resp::Value::Array(items)
 }

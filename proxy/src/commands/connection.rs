@@ -236,17 +236,25 @@ pub fn client(conn: &mut Connection, spec: &CommandSpec, args: Args) {
 /// Every client line on every core, optionally only some ids.
 pub async fn client_list(conn: &mut Connection, args: Args<'_>) {
     let mut ids: Option<Vec<u64>> = None;
+    // TYPE: (replica, subscribed) a line must have; master: nobody.
+    let mut class: Option<(bool, bool)> = None;
     let mut j = 2;
     while j < args.len() {
         if args.is(j, "type") && j + 1 < args.len() {
             let t = args.get(j + 1).to_ascii_lowercase();
-            if !matches!(t.as_slice(), b"normal" | b"master" | b"replica" | b"slave" | b"pubsub") {
-                let t = String::from_utf8_lossy(args.get(j + 1)).into_owned();
-                return conn.error(&format!("ERR Unknown client type '{t}'"));
-            }
-            if t != b"normal" {
-                ids = Some(Vec::new());
-            }
+            class = match t.as_slice() {
+                b"normal" => Some((false, false)),
+                b"pubsub" => Some((false, true)),
+                b"replica" | b"slave" => Some((true, false)),
+                b"master" => {
+                    ids = Some(Vec::new());
+                    None
+                }
+                _ => {
+                    let t = String::from_utf8_lossy(args.get(j + 1)).into_owned();
+                    return conn.error(&format!("ERR Unknown client type '{t}'"));
+                }
+            };
             j += 2;
         } else if args.is(j, "id") && j + 1 < args.len() {
             let mut list = ids.take().unwrap_or_default();
@@ -264,14 +272,16 @@ pub async fn client_list(conn: &mut Connection, args: Args<'_>) {
     }
     let lines = call_all(&conn.core, move |core| {
         let now = Instant::now();
-        core.clients.borrow().list.iter().map(|(_, c)| (c.id, c.line(now))).collect::<Vec<_>>()
+        let clients = core.clients.borrow();
+        let of = |c: &crate::clients::ClientInfo| (c.replica, c.pubsub() && !c.replica);
+        clients.list.iter().map(|(_, c)| (c.id, c.line(now), of(c))).collect::<Vec<_>>()
     })
     .await;
-    let mut all: Vec<(u64, String)> = lines.into_iter().flatten().flatten().collect();
-    all.sort_by_key(|(id, _)| *id);
+    let mut all: Vec<(u64, String, (bool, bool))> = lines.into_iter().flatten().flatten().collect();
+    all.sort_by_key(|(id, ..)| *id);
     let mut text = String::new();
-    for (id, line) in all {
-        if ids.as_ref().is_none_or(|ids| ids.contains(&id)) {
+    for (id, line, of) in all {
+        if ids.as_ref().is_none_or(|ids| ids.contains(&id)) && class.is_none_or(|c| c == of) {
             text.push_str(&line);
             text.push('\n');
         }
