@@ -21,10 +21,13 @@ impl Core {
         }
         let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
         execute(spec, &mut shard, &mut ctx, args);
-        let ready = !shard.ready.is_empty();
+        let (ready, notified) = (!shard.ready.is_empty(), shard.notify_mask != 0);
         drop(shard);
         if ready {
             self.serve_ready();
+        }
+        if notified {
+            crate::notify::drain(self);
         }
     }
 
@@ -67,8 +70,12 @@ impl Core {
             execute(op.spec, &mut shard, &mut ctx, args);
             reply.ends.push(reply.data.len() as u32);
         }
+        let notified = shard.notify_mask != 0;
         drop((shard, locks));
         self.serve_ready();
+        if notified {
+            crate::notify::drain(self);
+        }
         done
     }
 

@@ -18,6 +18,7 @@ pub mod latency;
 pub mod log;
 pub mod mesh;
 pub mod metrics;
+pub mod notify;
 pub mod persistence;
 pub mod pipeline;
 pub mod pubsub;

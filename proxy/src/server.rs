@@ -235,6 +235,9 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     if core.index == 0 {
         glommio::spawn_local(link::supervise(core.clone())).detach();
     }
+    // Loading raises no notifications (Redis loads without any).
+    core.shard.borrow_mut().notifications().clear();
+    glommio::spawn_local(crate::notify::run(core.clone())).detach();
     let tls = Listeners::new(&core, node_port)?;
     let metrics = metrics_listeners(&core, &setup.listen, backlog)?;
     if core.config().client_ring {

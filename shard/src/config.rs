@@ -24,6 +24,8 @@ pub struct Config {
     pub acllog_max_len: u64,
     /// `acl-pubsub-default allchannels` (true) or `resetchannels`.
     pub acl_pubsub_default_all: bool,
+    /// Keyspace notification classes (`crate::notify`'s flags).
+    pub notify_keyspace_events: u32,
     /// `user <name> <rules...>` lines of the config file.
     pub users: Vec<Vec<String>>,
     /// `rename-command <name> <new name>` (empty: removed), config file only.
@@ -344,6 +346,7 @@ impl Default for Config {
             aclfile: String::new(),
             acllog_max_len: 128,
             acl_pubsub_default_all: false,
+            notify_keyspace_events: 0,
             users: Vec::new(),
             rename_commands: Vec::new(),
             maxclients: 10000,
@@ -520,6 +523,9 @@ pub static PARAMS: &[Param] = &[
             _ => return Err("argument(s) must be one of the following: allchannels, resetchannels".into()),
         }
     ),
+    param!("notify-keyspace-events", true, |c| crate::notify::flags_to_string(c.notify_keyspace_events), |c, v| c
+        .notify_keyspace_events =
+        crate::notify::parse_flags(one(v)?).ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?),
     param!("maxclients", true, |c| c.maxclients.to_string(), |c, v| c.maxclients =
         int_in(v, 1, u32::MAX as i64)? as u64),
     param!("proto-max-bulk-len", true, |c| c.proto_max_bulk_len.to_string(), |c, v| c.proto_max_bulk_len =

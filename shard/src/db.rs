@@ -116,6 +116,9 @@ pub struct Db {
     pub(crate) lfu: Option<Lfu>,
     /// Randomness for LFU's probabilistic increments.
     rng: u64,
+    /// Keyspace notifications this database raises itself (`new`,
+    /// `expired`), for the shard's outbox.
+    pub notes: crate::notify::DbNotes,
 }
 
 #[inline(always)]
@@ -230,6 +233,7 @@ impl Db {
             preserve(&mut self.snap, &mut entry);
             self.volatile -= 1;
             self.expired_keys += 1;
+            self.notes.expired(key);
             if self.log_expired {
                 self.expired_log.push(CompactBytes::new(key));
             }
@@ -290,6 +294,7 @@ impl Db {
         let access = self.access_now(None, now);
         let snap = birth_epoch(&self.snap);
         let entry = Entry { key: CompactBytes::new(key), value, expire_at, access, snap };
+        self.notes.new_key(key);
         self.table.insert_unique(hash, entry)
     }
 
@@ -303,6 +308,7 @@ impl Db {
             self.volatile -= 1;
             if entry.is_expired(self.expiry_clock(now)) {
                 self.expired_keys += 1;
+                self.notes.expired(&entry.key);
                 if self.log_expired {
                     self.expired_log.push(entry.key);
                 }
@@ -393,13 +399,14 @@ impl Db {
         let mut log = if self.log_expired { Some(&mut self.expired_log) } else { None };
         while examined < budget {
             let mut seen = 0;
-            let (snap, watch) = (&mut self.snap, &mut self.watch);
+            let (snap, watch, notes) = (&mut self.snap, &mut self.watch, &mut self.notes);
             let (removed, next) = self.table.sweep_segment(self.sweep_pos, |e| {
                 seen += 1;
                 let expired = e.is_expired(now);
                 if expired {
                     preserve(snap, e);
                     touch(watch, &e.key);
+                    notes.expired(&e.key);
                     if let Some(log) = log.as_deref_mut() {
                         log.push(e.key.clone());
                     }

@@ -182,6 +182,7 @@ impl Shard {
         if self.config.maxmemory == 0 {
             memory::set_evict_failed(self.index, false);
         }
+        self.apply_notify_config();
     }
 
     /// Before a write: while used memory is over `maxmemory`, evicts what
@@ -273,6 +274,7 @@ impl Shard {
                 d.expired_log.push(entry.key);
             }
             self.eviction.evicted_keys += 1;
+            self.notify(crate::notify::EVICTED, "evicted", db, key);
         }
     }
 

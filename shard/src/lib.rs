@@ -12,6 +12,7 @@ pub mod db;
 pub mod evict;
 pub mod glob;
 pub mod memory;
+pub mod notify;
 pub mod numbers;
 pub mod propagate;
 pub mod rdb;

@@ -34,6 +34,11 @@ pub struct Shard {
     pub(crate) snapshot: crate::snapshot::SnapshotState,
     pub(crate) eviction: crate::evict::Eviction,
     pub(crate) rng: u64,
+    /// Keyspace notification classes that publish (`notify::effective`):
+    /// 0 when off, so a raise point is one branch.
+    pub notify_mask: u32,
+    /// Events raised since the proxy last drained them.
+    pub(crate) outbox: crate::notify::Outbox,
 }
 
 impl Shard {
@@ -53,6 +58,8 @@ impl Shard {
             snapshot: Default::default(),
             eviction: Default::default(),
             rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ unix_ms(),
+            notify_mask: 0,
+            outbox: Default::default(),
         };
         shard.apply_config();
         shard
@@ -85,6 +92,7 @@ impl Shard {
         }
         if total > 0 {
             self.log_expired_keys();
+            self.collect_db_notes();
         }
         total
     }

@@ -6,7 +6,7 @@ use super::request::{BlockOp, BlockRequest};
 use crate::core::Core;
 use crate::mesh::{CallFn, Request, Response};
 use crate::persistence::aof::durable::{durable, must_wait};
-use shard::commands::list::{lmove_put, lmove_take, try_bpop, try_mpop};
+use shard::commands::list::{lmove_put, lmove_take, lmove_taken, try_bpop, try_mpop};
 use shard::commands::zset::pop::{try_pop, Shape};
 use shard::commands::Ctx;
 use shard::value::Value;
@@ -31,18 +31,15 @@ pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: 
                     } else {
                         push_elsewhere(core, *dst_shard, req.db, dst.clone(), v.clone(), *to_head);
                     }
+                    lmove_taken(shard, &ctx, keys[0], *from_head);
                     ctx.reply.bulk(&v);
                     true
                 }
             }
         }
-        BlockOp::ZPop { max } => {
-            let db = &mut shard.dbs[req.db];
-            keys.iter().any(|k| try_pop(db, k, now, *max, 1, Shape::KeyFlat, &mut ctx.reply))
-        }
+        BlockOp::ZPop { max } => keys.iter().any(|k| try_pop(shard, &mut ctx, k, *max, 1, Shape::KeyFlat)),
         BlockOp::ZMPop { max, count } => {
-            let db = &mut shard.dbs[req.db];
-            keys.iter().any(|k| try_pop(db, k, now, *max, *count, Shape::KeyNested, &mut ctx.reply))
+            keys.iter().any(|k| try_pop(shard, &mut ctx, k, *max, *count, Shape::KeyNested))
         }
         BlockOp::Notify { .. } => keys.iter().any(|k| fits(shard, req, k, now)),
     };

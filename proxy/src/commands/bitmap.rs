@@ -48,7 +48,7 @@ pub async fn bitop(conn: &mut Connection, args: Args<'_>) {
     let owner = conn.core.shard_of(&dest);
     let stored = call(&conn.core, owner, move |core| {
         let mut s = core.shard.borrow_mut();
-        let len = store_bitop(&mut s.dbs[db], &dest, acc, now);
+        let len = store_bitop(&mut s, db, &dest, acc, now);
         s.log_key_state(db, &dest, now);
         len
     });

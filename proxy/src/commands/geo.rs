@@ -44,6 +44,9 @@ pub async fn store(conn: &mut Connection, spec: &CommandSpec, args: Args<'_>) {
         None => conn.error(LOST),
         Some(Err(e)) => conn.error(&e),
         Some(Ok(Err(replied))) => conn.pipeline.local(|out| out.extend_from_slice(&replied)),
-        Some(Ok(Ok((dest, z)))) => store_on_owner(conn, args.get(dest).to_vec(), z).await,
+        Some(Ok(Ok((dest, z)))) => {
+            let event = if flags & SEARCHSTORE != 0 { "geosearchstore" } else { "georadiusstore" };
+            store_on_owner(conn, args.get(dest).to_vec(), z, event).await
+        }
     }
 }

@@ -66,7 +66,7 @@ pub async fn pfmerge(conn: &mut Connection, args: Args<'_>) {
     let stored = call(&conn.core, owner, move |core| {
         let mut s = core.shard.borrow_mut();
         let max_bytes = s.config.hll_sparse_max_bytes as usize;
-        let stored = store_merged(&mut s.dbs[db], &dest, &max, dense, max_bytes, now);
+        let stored = store_merged(&mut s, db, &dest, &max, dense, max_bytes, now);
         s.log_key_state(db, &dest, now);
         stored
     });

@@ -10,6 +10,7 @@ use shard::args::{parse_i64, parse_u64};
 use shard::commands::keys::parse_copy;
 use shard::db::Ttl;
 use shard::glob::glob_match;
+use shard::notify;
 use shard::reply::errors::*;
 use shard::value::Value;
 use shard::Args;
@@ -173,6 +174,7 @@ pub async fn msetnx(conn: &mut Connection, args: Args<'_>) {
             let now = shard::unix_ms();
             for (k, v) in &pairs {
                 s.dbs[db].set(k, Value::from_bytes_encoded(v), Ttl::Clear, now);
+                s.notify(notify::STRING, "set", db, k);
                 s.log_effect(db, &[b"SET", k, v]);
             }
         })
@@ -190,12 +192,18 @@ async fn exists_on(conn: &Connection, shard: usize, db: usize, key: Vec<u8>) -> 
         .unwrap_or(false)
 }
 
-async fn put_on(conn: &Connection, shard: usize, db: usize, key: Vec<u8>, value: Value, expire: Option<u64>) {
+/// Writes a moved value at `key`, replacing any (deleted first, so `new`
+/// fires, as Redis's dbDelete + dbAdd), and raises `event` (`rename_to`,
+/// `copy_to`).
+async fn put_on(conn: &Connection, to: (usize, usize), key: Vec<u8>, moved: (Value, Option<u64>), event: &'static str) {
+    let ((shard, db), (value, expire)) = (to, moved);
     call(&conn.core, shard, move |core| {
         let ttl = expire.map_or(Ttl::Clear, Ttl::At);
         let mut s = core.shard.borrow_mut();
         let now = shard::unix_ms();
+        s.dbs[db].remove(&key, now);
         s.dbs[db].set(&key, value, ttl, now);
+        s.notify(notify::GENERIC, event, db, &key);
         s.log_key_state(db, &key, now);
         s.signal_ready(db, &key);
     })
@@ -217,6 +225,7 @@ pub async fn rename(conn: &mut Connection, args: Args<'_>, nx: bool) {
     let taken: Moved = call(&conn.core, from, move |core| {
         let mut s = core.shard.borrow_mut();
         let entry = s.dbs[db].remove(&src, shard::unix_ms())?;
+        s.notify(notify::GENERIC, "rename_from", db, &src);
         s.log_effect(db, &[b"DEL", &src]);
         let expire = entry.expire_at();
         Some((entry.value, expire))
@@ -226,7 +235,7 @@ pub async fn rename(conn: &mut Connection, args: Args<'_>, nx: bool) {
     let Some((value, expire)) = taken else {
         return conn.error(NO_SUCH_KEY);
     };
-    put_on(conn, to, db, dst, value, expire).await;
+    put_on(conn, (to, db), dst, (value, expire), "rename_to").await;
     if nx {
         reply(conn, |r| r.int(1))
     } else {
@@ -259,6 +268,6 @@ pub async fn copy(conn: &mut Connection, args: Args<'_>) {
     if !options.replace && exists_on(conn, to, dest_db, dst.clone()).await {
         return reply(conn, |r| r.int(0));
     }
-    put_on(conn, to, dest_db, dst, value, expire).await;
+    put_on(conn, (to, dest_db), dst, (value, expire), "copy_to").await;
     reply(conn, |r| r.int(1));
 }

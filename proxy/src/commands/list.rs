@@ -7,7 +7,7 @@ use super::reply::reply;
 use crate::blocking::{put_logged, BlockOp, BlockWait};
 use crate::coordinator::dispatch::call;
 use crate::session::Connection;
-use shard::commands::list::{lmove_take, parse_mpop, parse_side, try_mpop};
+use shard::commands::list::{lmove_take, lmove_taken, parse_mpop, parse_side, try_mpop};
 use shard::commands::Ctx;
 use shard::reply::errors::{SYNTAX, WRONGTYPE};
 use shard::value::Value;
@@ -72,6 +72,7 @@ pub async fn lmove(conn: &mut Connection, args: Args<'_>, rpoplpush: bool) {
     let taken = on_shard(conn, from, move |s, ctx| {
         let taken = lmove_take(s, ctx, &src, None, from_head).ok().flatten();
         if taken.is_some() {
+            lmove_taken(s, ctx, &src, from_head);
             s.log_key_state(ctx.db, &src, ctx.now);
         }
         taken

@@ -10,6 +10,7 @@ use super::reply::reply;
 use crate::coordinator::dispatch::call;
 use crate::session::Connection;
 use shard::commands::set::{add_member, inter_card, parse_sintercard, reply_op, save, store_op, Op};
+use shard::notify;
 use shard::reply::errors::WRONGTYPE;
 use shard::types::set::Set;
 use shard::value::Value;
@@ -56,7 +57,7 @@ pub async fn store(conn: &mut Connection, args: Args<'_>, op: Op) {
     let saved = call(&conn.core, owner, move |core| {
         let mut s = core.shard.borrow_mut();
         let now = shard::unix_ms();
-        let n = save(&mut s.dbs[db], &dst, result, now);
+        let n = save(&mut s, db, &dst, result, now, op);
         s.log_key_state(db, &dst, now);
         n
     })
@@ -126,7 +127,7 @@ pub async fn smove(conn: &mut Connection, args: Args<'_>) {
             let m = member.clone();
             let added = call(&conn.core, to, move |core| {
                 let mut s = core.shard.borrow_mut();
-                let added = add_member(&mut s.dbs[db], &dst, &m, max, shard::unix_ms());
+                let added = add_member(&mut s, db, &dst, &m, max, shard::unix_ms());
                 if added {
                     s.log_effect(db, &[b"SADD", &dst, &m]);
                 }
@@ -140,7 +141,7 @@ pub async fn smove(conn: &mut Connection, args: Args<'_>) {
                     let src = args.get(1).to_vec();
                     call(&conn.core, from, move |core| {
                         let mut s = core.shard.borrow_mut();
-                        if add_member(&mut s.dbs[db], &src, &member, max, shard::unix_ms()) {
+                        if add_member(&mut s, db, &src, &member, max, shard::unix_ms()) {
                             s.log_effect(db, &[b"SADD", &src, &member]);
                         }
                     })
@@ -154,8 +155,8 @@ pub async fn smove(conn: &mut Connection, args: Args<'_>) {
 }
 
 /// SMOVE's source side: takes `m` out of the set at `src`.
-fn take_member(s: &mut shard::Shard, db: usize, src: &[u8], m: &[u8], dst_wrong: bool, now: u64) -> Taken {
-    let db = &mut s.dbs[db];
+fn take_member(s: &mut shard::Shard, index: usize, src: &[u8], m: &[u8], dst_wrong: bool, now: u64) -> Taken {
+    let db = &mut s.dbs[index];
     let set = match db.get(src, now).map(|e| &mut e.value) {
         None => return Taken::Missing,
         Some(Value::Set(set)) => set,
@@ -167,8 +168,11 @@ fn take_member(s: &mut shard::Shard, db: usize, src: &[u8], m: &[u8], dst_wrong:
     if !set.remove(m) {
         return Taken::NotMember;
     }
-    if set.is_empty() {
-        db.remove(src, now);
+    let empty = set.is_empty();
+    s.notify(notify::SET, "srem", index, src);
+    if empty {
+        s.dbs[index].remove(src, now);
+        s.notify(notify::GENERIC, "del", index, src);
     }
     Taken::Moved
 }

@@ -40,15 +40,15 @@ fn read_input(s: &mut shard::Shard, db: usize, key: &[u8], now: u64) -> Result<O
 }
 
 /// Saves `z` at `key` on its owner (deleting the key when `z` is empty) and
-/// replies with its length.
-pub(super) async fn store_on_owner(conn: &mut Connection, key: Vec<u8>, z: ZSet) {
+/// replies with its length; `event` is the command's keyspace event.
+pub(super) async fn store_on_owner(conn: &mut Connection, key: Vec<u8>, z: ZSet, event: &'static str) {
     let (db, owner, n) = (conn.state.db, conn.core.shard_of(&key), z.len());
     let done = call(&conn.core, owner, move |core| {
         let mut s = core.shard.borrow_mut();
         s.stats.commands += 1;
         let mut sink = Vec::new();
         let now = shard::unix_ms();
-        store(&mut s.dbs[db], &key, z, now, &mut Reply::new(&mut sink, false));
+        store(&mut s, db, &key, z, now, &mut Reply::new(&mut sink, false), event);
         s.log_key_state(db, &key, now);
         s.signal_ready(db, &key);
     })
@@ -91,7 +91,12 @@ pub async fn setop(conn: &mut Connection, spec: &CommandSpec, args: Args<'_>) {
         return reply(conn, |r| reply_result(r, &result, o.withscores));
     }
     let z = result_set(&result, limits(conn));
-    store_on_owner(conn, args.get(1).to_vec(), z).await;
+    let event = match op {
+        Op::Union => "zunionstore",
+        Op::Inter => "zinterstore",
+        Op::Diff => "zdiffstore",
+    };
+    store_on_owner(conn, args.get(1).to_vec(), z, event).await;
 }
 
 /// ZRANGESTORE with source and destination on different shards.
@@ -115,7 +120,7 @@ pub async fn rangestore(conn: &mut Connection, args: Args<'_>) {
     match found {
         None => conn.error(LOST),
         Some(Err(())) => conn.error(WRONGTYPE),
-        Some(Ok(z)) => store_on_owner(conn, args.get(1).to_vec(), z).await,
+        Some(Ok(z)) => store_on_owner(conn, args.get(1).to_vec(), z, "zrangestore").await,
     }
 }
 
@@ -132,15 +137,8 @@ pub async fn mpop(conn: &mut Connection, args: Args<'_>) {
             let mut s = core.shard.borrow_mut();
             s.stats.commands += 1;
             let mut out = Vec::new();
-            let done = try_pop(
-                &mut s.dbs[db],
-                &key,
-                shard::unix_ms(),
-                p.max,
-                p.count,
-                Shape::KeyNested,
-                &mut Reply::new(&mut out, resp3),
-            );
+            let mut ctx = shard::Ctx { db, now: shard::unix_ms(), reply: Reply::new(&mut out, resp3) };
+            let done = try_pop(&mut s, &mut ctx, &key, p.max, p.count, Shape::KeyNested);
             if done {
                 s.log_key_state(db, &key, shard::unix_ms());
             }

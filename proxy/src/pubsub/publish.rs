@@ -57,6 +57,8 @@ pub fn publish_fire(core: &Rc<Core>, kind: Kind, channel: &[u8], message: &[u8])
     }
     if !subs.flush_scheduled {
         subs.flush_scheduled = true;
+        // glommio may run the spawned task at once: let go of the borrow.
+        drop(subs);
         let core = core.clone();
         glommio::spawn_local(async move { flush(&core).await }).detach();
     }

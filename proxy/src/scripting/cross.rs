@@ -136,9 +136,14 @@ fn run_gathered(core: &Core, now: u64, spec: &'static CommandSpec, argv: &[&[u8]
             scratch.dbs[db].set(key, value.clone(), at.map_or(Ttl::Clear, Ttl::At), now);
         }
     }
+    scratch.notifications().clear();
     let mut out = Vec::new();
     let mut ctx = Ctx { db, now, reply: Reply::new(&mut out, resp3) };
     execute(spec, &mut scratch, &mut ctx, args);
+    // Its keyspace events go to the keys' owners (which raise `new`
+    // themselves when the key is written back).
+    let events: Vec<(usize, &'static str, Vec<u8>)> =
+        scratch.notifications().iter().filter(|e| e.event != "new").map(|e| (e.db, e.event, e.key.to_vec())).collect();
     for (key, entry) in keys.iter().zip(before) {
         let after = scratch.dbs[db].find(key, now).map(|e| (e.value.clone(), e.expire_at()));
         if after == entry {
@@ -159,6 +164,16 @@ fn run_gathered(core: &Core, now: u64, spec: &'static CommandSpec, argv: &[&[u8]
                 s.dirty += 1;
                 s.log_key_state(db, &k, now);
                 s.signal_ready(db, &k);
+                None
+            }),
+        );
+    }
+    for (db, event, key) in events {
+        let k = key.clone();
+        on_owner(
+            &key,
+            Box::new(move |s| {
+                s.raise(event, db, &k);
                 None
             }),
         );

@@ -19,6 +19,9 @@ pub(crate) fn lookup<'a, T: ?Sized>(
     read: bool,
     of: impl FnOnce(&mut Value) -> Option<&mut T>,
 ) -> Result<Option<&'a mut T>, ()> {
+    if read {
+        s.notify_miss(ctx.db, key, ctx.now);
+    }
     let Shard { dbs, stats, .. } = s;
     let found = dbs[ctx.db].get(key, ctx.now);
     if read {

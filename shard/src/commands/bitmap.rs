@@ -74,7 +74,10 @@ pub fn setbit(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Some(old)
     });
     match old {
-        Ok(old) => ctx.reply.int(old.unwrap_or(0) as i64),
+        Ok(old) => {
+            ctx.reply.int(old.unwrap_or(0) as i64);
+            s.notify(crate::notify::STRING, "setbit", ctx.db, args.get(1));
+        }
         Err(e) => ctx.reply.error(e),
     }
 }
@@ -308,14 +311,17 @@ pub fn bitop_fold(op: BitOp, acc: &mut Vec<u8>, src: &[u8], index: usize) {
     }
 }
 
-/// Stores a BITOP result (an empty one deletes the destination, as in
-/// Redis); returns its length.
-pub fn store_bitop(db: &mut Db, key: &[u8], result: Vec<u8>, now: u64) -> i64 {
+/// Stores a BITOP result (`set`; an empty one deletes the destination,
+/// `del`, as in Redis); returns its length.
+pub fn store_bitop(s: &mut Shard, db: usize, key: &[u8], result: Vec<u8>, now: u64) -> i64 {
     let len = result.len() as i64;
     if len == 0 {
-        db.remove(key, now);
+        if s.dbs[db].remove(key, now).is_some() {
+            s.notify(crate::notify::GENERIC, "del", db, key);
+        }
     } else {
-        db.set(key, Value::Raw(Box::new(result)), Ttl::Clear, now);
+        s.dbs[db].set(key, Value::Raw(Box::new(result)), Ttl::Clear, now);
+        s.notify(crate::notify::STRING, "set", db, key);
     }
     len
 }
@@ -352,7 +358,7 @@ pub fn bitop(s: &mut Shard, ctx: &mut Ctx, args: Args) {
             },
         }
     }
-    let len = store_bitop(db, args.get(2), acc, ctx.now);
+    let len = store_bitop(s, ctx.db, args.get(2), acc, ctx.now);
     ctx.reply.int(len);
 }
 
@@ -512,20 +518,26 @@ fn bitfield_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, read_only: bool) {
         return ctx.reply.error("ERR BITFIELD_RO only supports the GET subcommand");
     }
     let reply = &mut ctx.reply;
+    let mut changes = 0;
     let done = with_bits(db, key, (highest >> 3) as usize + 1, ctx.now, |bytes| {
         reply.array(fields.len());
         for f in &fields {
             match f.op {
                 FieldOp::Get => reply.int(get_field(bytes, f.offset, f.bits, f.signed)),
                 _ => match write_field(bytes, f) {
-                    Some(v) => reply.int(v),
+                    Some(v) => {
+                        changes += 1;
+                        reply.int(v)
+                    }
                     None => reply.null(),
                 },
             }
         }
     });
-    if let Err(e) = done {
-        ctx.reply.error(e);
+    match done {
+        Err(e) => ctx.reply.error(e),
+        Ok(()) if changes > 0 => s.notify(crate::notify::STRING, "setbit", ctx.db, key),
+        Ok(()) => {}
     }
 }
 

@@ -76,9 +76,7 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.error("ERR Bad data format");
     };
     let db = &mut s.dbs[ctx.db];
-    if o.replace {
-        db.remove(key, ctx.now);
-    }
+    let deleted = o.replace && db.remove(key, ctx.now).is_some();
     let expire_at = match (ttl, o.absttl) {
         (0, _) => None,
         (t, true) => Some(t as u64),
@@ -86,11 +84,15 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     if expire_at.is_some_and(|at| at <= ctx.now) {
         // Already expired: the key is gone (REPLACE deleted it), as in Redis.
+        if deleted {
+            s.notify(crate::notify::GENERIC, "del", ctx.db, key);
+        }
         return ctx.reply.ok();
     }
     let lfu = s.config.maxmemory_policy.is_lfu();
     let entry = s.dbs[ctx.db].set(key, value, expire_at.map_or(Ttl::Clear, Ttl::At), ctx.now);
     entry.restore_access(ctx.now, lfu, o.idle, o.freq);
+    s.notify(crate::notify::GENERIC, "restore", ctx.db, key);
     ctx.reply.ok();
 }
 

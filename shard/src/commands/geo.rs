@@ -382,7 +382,8 @@ fn search_command(s: &mut Shard, ctx: &mut Ctx, args: Args, flags: u8) {
         Ok(Outcome::Replied) => {}
         Ok(Outcome::Store(dest, z)) => {
             let key = args.get(dest);
-            store(&mut s.dbs[ctx.db], key, z, ctx.now, &mut ctx.reply);
+            let event = if flags & SEARCHSTORE != 0 { "geosearchstore" } else { "georadiusstore" };
+            store(s, ctx.db, key, z, ctx.now, &mut ctx.reply, event);
             s.log_key_state(ctx.db, key, ctx.now);
         }
     }
@@ -464,6 +465,10 @@ pub fn geoadd(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
     if let Some(z) = fresh.filter(|z| !z.is_empty()) {
         db.set(key, Value::ZSet(Box::new(z)), Ttl::Clear, ctx.now);
+    }
+    // GEOADD is ZADD underneath in Redis: its event is "zadd".
+    if added + updated > 0 {
+        s.notify(crate::notify::ZSET, "zadd", ctx.db, key);
     }
     ctx.reply.int(if ch { added + updated } else { added });
 }

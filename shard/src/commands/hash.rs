@@ -7,6 +7,7 @@ use super::prelude::*;
 use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::db::Ttl;
+use crate::notify;
 use crate::numbers::{incr_by_float, IncrFloatError};
 use crate::reply::errors::*;
 use crate::shard::Shard;
@@ -62,6 +63,7 @@ fn set_pairs(s: &mut Shard, ctx: &mut Ctx, args: Args, name: &str) -> Option<i64
     for i in (2..args.len()).step_by(2) {
         added += h.set(args.get(i), args.get(i + 1), &limits) as i64;
     }
+    s.notify(notify::HASH, "hset", ctx.db, args.get(1));
     Some(added)
 }
 
@@ -85,6 +87,7 @@ pub fn hsetnx(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
     h.prepare([args.get(2).len(), args.get(3).len()].into_iter(), &limits);
     h.set(args.get(2), args.get(3), &limits);
+    s.notify(notify::HASH, "hset", ctx.db, args.get(1));
     ctx.reply.int(1);
 }
 
@@ -118,8 +121,13 @@ pub fn hdel(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.int(0);
     };
     let removed = args.iter().skip(2).filter(|f| h.remove(f)).count();
-    if h.is_empty() {
+    let empty = h.is_empty();
+    if removed > 0 {
+        s.notify(notify::HASH, "hdel", ctx.db, key);
+    }
+    if empty {
         s.dbs[ctx.db].remove(key, ctx.now);
+        s.notify(notify::GENERIC, "del", ctx.db, key);
     }
     ctx.reply.int(removed as i64);
 }
@@ -190,6 +198,7 @@ pub fn hincrby(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     h.set(args.get(2), itoa::Buffer::new().format(next).as_bytes(), &limits);
     ctx.reply.int(next);
+    s.notify(notify::HASH, "hincrby", ctx.db, args.get(1));
 }
 
 pub fn hincrbyfloat(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -206,6 +215,7 @@ pub fn hincrbyfloat(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Ok(text) => {
             h.set(args.get(2), &text, &limits);
             ctx.reply.bulk(&text);
+            s.notify(notify::HASH, "hincrbyfloat", ctx.db, args.get(1));
         }
         Err(IncrFloatError::NotFloat) => ctx.reply.error("ERR hash value is not a float"),
         Err(IncrFloatError::NanOrInfinity) => ctx.reply.error("ERR increment would produce NaN or Infinity"),

@@ -59,6 +59,7 @@ pub fn pfadd(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
     if updated {
         hll::invalidate_cache(hll);
+        s.notify(crate::notify::STRING, "pfadd", ctx.db, key);
     }
     ctx.reply.int(updated as i64);
 }
@@ -90,20 +91,23 @@ pub fn gather<'k>(
 }
 
 /// PFMERGE's write: raises the destination's registers to `max`, creating
-/// it when missing and converting it to dense when a source was dense.
+/// it when missing and converting it to dense when a source was dense;
+/// raises `pfadd`, as Redis does.
 pub fn store_merged(
-    db: &mut Db,
+    s: &mut Shard,
+    db: usize,
     key: &[u8],
     max: &[u8],
     dense: bool,
     max_bytes: usize,
     now: u64,
 ) -> Result<(), &'static str> {
-    let hll = match db.get(key, now) {
+    let d = &mut s.dbs[db];
+    let hll = match d.get(key, now) {
         // Checked again: across shards it may have changed since the merge.
         Some(e) => hll_mut(&mut e.value)?,
         None => {
-            let e = db.set(key, Value::Raw(Box::new(hll::new_sparse())), Ttl::Clear, now);
+            let e = d.set(key, Value::Raw(Box::new(hll::new_sparse())), Ttl::Clear, now);
             e.value.make_raw().ok_or(WRONGTYPE)?
         }
     };
@@ -117,6 +121,7 @@ pub fn store_merged(
         }
     }
     hll::invalidate_cache(hll);
+    s.notify(crate::notify::STRING, "pfadd", db, key);
     Ok(())
 }
 
@@ -160,7 +165,7 @@ pub fn pfmerge(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if let Some((_, err)) = err {
         return ctx.reply.error(err);
     }
-    match store_merged(db, args.get(1), &max, dense, max_bytes, ctx.now) {
+    match store_merged(s, ctx.db, args.get(1), &max, dense, max_bytes, ctx.now) {
         Ok(()) => ctx.reply.ok(),
         Err(err) => ctx.reply.error(err),
     }

@@ -7,12 +7,18 @@ use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::db::Ttl;
 use crate::glob::glob_match;
+use crate::notify;
 use crate::reply::errors::*;
 use crate::shard::Shard;
 
 pub fn del(s: &mut Shard, ctx: &mut Ctx, args: Args) {
-    let db = &mut s.dbs[ctx.db];
-    let removed = args.iter().skip(1).filter(|k| db.remove(k, ctx.now).is_some()).count();
+    let mut removed = 0;
+    for key in args.iter().skip(1) {
+        if s.dbs[ctx.db].remove(key, ctx.now).is_some() {
+            removed += 1;
+            s.notify(notify::GENERIC, "del", ctx.db, key);
+        }
+    }
     ctx.reply.int(removed as i64);
 }
 
@@ -88,11 +94,14 @@ fn expire_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, base: i64, millis: b
     if refused {
         return ctx.reply.int(0);
     }
-    if when <= ctx.now as i64 {
+    let event = if when <= ctx.now as i64 {
         db.remove(args.get(1), ctx.now);
+        "del"
     } else {
         db.set_expire(args.get(1), Some(when as u64), ctx.now);
-    }
+        "expire"
+    };
+    s.notify(notify::GENERIC, event, ctx.db, args.get(1));
     ctx.reply.int(1);
 }
 
@@ -148,6 +157,7 @@ pub fn persist(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let had = db.get(args.get(1), ctx.now).is_some_and(|e| e.expire_at().is_some());
     if had {
         db.set_expire(args.get(1), None, ctx.now);
+        s.notify(notify::GENERIC, "persist", ctx.db, args.get(1));
     }
     ctx.reply.int(had as i64);
 }
@@ -190,7 +200,11 @@ fn rename_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, nx: bool) {
     }
     let entry = db.remove(src, ctx.now).expect("checked live above"); // ok: same batch, same clock
     let ttl = entry.expire_at().map_or(Ttl::Clear, Ttl::At);
+    // Redis deletes the old destination, then adds the key: `new` fires.
+    db.remove(dst, ctx.now);
     db.set(dst, entry.value, ttl, ctx.now);
+    s.notify(notify::GENERIC, "rename_from", ctx.db, src);
+    s.notify(notify::GENERIC, "rename_to", ctx.db, dst);
     if nx {
         ctx.reply.int(1)
     } else {
@@ -246,10 +260,15 @@ pub fn copy(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     let (value, ttl) = (entry.value.clone(), entry.expire_at().map_or(Ttl::Clear, Ttl::At));
     let target = &mut s.dbs[c.dest_db];
-    if !c.replace && target.contains(dst, ctx.now) {
-        return ctx.reply.int(0);
+    if target.contains(dst, ctx.now) {
+        if !c.replace {
+            return ctx.reply.int(0);
+        }
+        // Deleted, then added: `new` fires, as in Redis.
+        target.remove(dst, ctx.now);
     }
     target.set(dst, value, ttl, ctx.now);
+    s.notify(notify::GENERIC, "copy_to", c.dest_db, dst);
     ctx.reply.int(1);
 }
 

@@ -8,6 +8,7 @@ use super::prelude::*;
 use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::db::Ttl;
+use crate::notify;
 use crate::reply::errors::*;
 use crate::reply::Reply;
 use crate::shard::Shard;
@@ -29,11 +30,20 @@ fn lookup<'a>(s: &'a mut Shard, ctx: &mut Ctx, key: &[u8]) -> Result<Option<&'a 
     })
 }
 
-/// Deletes `key` when its list became empty (Redis never keeps empty lists).
+/// Deletes `key` when its list became empty (Redis never keeps empty lists),
+/// with its `del` event.
 fn drop_if_empty(s: &mut Shard, ctx: &Ctx, key: &[u8]) {
     if matches!(s.dbs[ctx.db].peek(key, ctx.now).map(|e| &e.value), Some(Value::List(l)) if l.is_empty()) {
         s.dbs[ctx.db].remove(key, ctx.now);
+        s.notify(notify::GENERIC, "del", ctx.db, key);
     }
+}
+
+/// Redis's listElementsRemoved: `lpop`/`rpop`, then `del` when the list is
+/// now empty.
+fn popped(s: &mut Shard, ctx: &Ctx, key: &[u8], head: bool) {
+    s.notify(notify::LIST, if head { "lpop" } else { "rpop" }, ctx.db, key);
+    drop_if_empty(s, ctx, key);
 }
 
 /// Pushes `values` at the head or tail, creating the list unless `only_if_exists`.
@@ -68,6 +78,7 @@ fn push(
     }
     let len = list.len();
     s.signal_ready(ctx.db, key);
+    s.notify(notify::LIST, if head { "lpush" } else { "rpush" }, ctx.db, key);
     Some(len)
 }
 
@@ -123,9 +134,12 @@ fn pop_reply(s: &mut Shard, ctx: &mut Ctx, key: &[u8], head: bool, count: Option
                     ctx.reply.bulk(&v);
                 }
             }
+            if n == 0 {
+                return true;
+            }
         }
     }
-    drop_if_empty(s, ctx, key);
+    popped(s, ctx, key, head);
     true
 }
 
@@ -221,7 +235,10 @@ pub fn lset(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.error(NOT_INTEGER);
     };
     match index_of(i, list.len()) {
-        Some(i) if list.set(i, args.get(3)) => ctx.reply.ok(),
+        Some(i) if list.set(i, args.get(3)) => {
+            ctx.reply.ok();
+            s.notify(notify::LIST, "lset", ctx.db, args.get(1));
+        }
         _ => ctx.reply.error("ERR index out of range"),
     }
 }
@@ -242,7 +259,8 @@ pub fn linsert(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     if list.insert(args.get(3), before, args.get(4), fill) {
         let len = list.len();
-        ctx.reply.int(len as i64)
+        ctx.reply.int(len as i64);
+        s.notify(notify::LIST, "linsert", ctx.db, args.get(1));
     } else {
         ctx.reply.int(-1)
     }
@@ -259,7 +277,10 @@ pub fn lrem(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Ok(Some(l)) => l,
     };
     let removed = list.remove(count, args.get(3), fill);
-    drop_if_empty(s, ctx, args.get(1));
+    if removed > 0 {
+        s.notify(notify::LIST, "lrem", ctx.db, args.get(1));
+        drop_if_empty(s, ctx, args.get(1));
+    }
     ctx.reply.int(removed as i64);
 }
 
@@ -277,6 +298,7 @@ pub fn ltrim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if keep != Some((0, list.len().saturating_sub(1))) {
         list.trim(keep, fill);
     }
+    s.notify(notify::LIST, "ltrim", ctx.db, args.get(1));
     drop_if_empty(s, ctx, args.get(1));
     ctx.reply.ok();
 }
@@ -375,9 +397,11 @@ pub fn parse_side(arg: &[u8]) -> Option<bool> {
 #[derive(Debug)]
 pub struct Replied;
 
-/// The element LMOVE would take from `src`: `Ok(None)` when `src` is missing
+/// The element LMOVE takes from `src`: `Ok(None)` when `src` is missing
 /// or empty; `Err` once a WRONGTYPE (src or dst) was replied. Checks both
-/// types before removing anything, as Redis does.
+/// types before removing anything, as Redis does. The caller pushes the
+/// element, then calls [`lmove_taken`] (Redis's order of events; an empty
+/// `src` is deleted there).
 pub fn lmove_take(
     s: &mut Shard,
     ctx: &mut Ctx,
@@ -398,8 +422,13 @@ pub fn lmove_take(
     }
     let Ok(Some(list)) = lookup(s, ctx, src) else { return Ok(None) };
     let v = if from_head { list.pop_front() } else { list.pop_back() };
-    drop_if_empty(s, ctx, src);
     Ok(v)
+}
+
+/// After LMOVE's push: the source's `lpop`/`rpop`, and its deletion when
+/// empty.
+pub fn lmove_taken(s: &mut Shard, ctx: &Ctx, src: &[u8], from_head: bool) {
+    popped(s, ctx, src, from_head);
 }
 
 /// Pushes one element for LMOVE's destination; false when `dst` holds
@@ -420,6 +449,7 @@ pub fn try_lmove(s: &mut Shard, ctx: &mut Ctx, src: &[u8], dst: &[u8], from_head
         Ok(None) => false,
         Ok(Some(v)) => {
             lmove_put(s, ctx.db, ctx.now, dst, &v, to_head);
+            lmove_taken(s, ctx, src, from_head);
             ctx.reply.bulk(&v);
             true
         }
@@ -493,7 +523,7 @@ pub fn try_mpop(s: &mut Shard, ctx: &mut Ctx, keys: &[&[u8]], from_head: bool, c
                 ctx.reply.bulk(&v);
             }
         }
-        drop_if_empty(s, ctx, key);
+        popped(s, ctx, key, from_head);
         return true;
     }
     false
@@ -523,7 +553,7 @@ pub fn try_bpop(s: &mut Shard, ctx: &mut Ctx, keys: &[&[u8]], from_head: bool) -
                     ctx.reply.bulk(key);
                     ctx.reply.bulk(&v);
                 }
-                drop_if_empty(s, ctx, key);
+                popped(s, ctx, key, from_head);
                 return true;
             }
             _ => {}

@@ -292,6 +292,8 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
     if shard.effects.is_some() && spec.has_flag(flags::WRITE) {
         crate::propagate::after_command(shard, spec, ctx.db, ctx.now, &args, &ctx.reply.buf[reply_start..]);
     }
+    // Keys this command found expired (`expired` events) go out with it.
+    shard.collect_db_notes();
     if shard.dbs[ctx.db].watch.is_some() && spec.has_flag(flags::WRITE) {
         touch_watched(shard, spec, ctx.db, &args, &ctx.reply.buf[reply_start..]);
     }

@@ -9,6 +9,7 @@ use super::prelude::*;
 use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::db::Ttl;
+use crate::notify;
 use crate::reply::errors::*;
 use crate::reply::Reply;
 use crate::shard::Shard;
@@ -43,6 +44,9 @@ pub fn sadd(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.error(WRONGTYPE);
     };
     let added = args.iter().skip(2).filter(|m| set.add(m, max)).count();
+    if added > 0 {
+        s.notify(notify::SET, "sadd", ctx.db, key);
+    }
     ctx.reply.int(added as i64);
 }
 
@@ -54,8 +58,12 @@ pub fn srem(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Err(()) => return,
     };
     let removed = args.iter().skip(2).filter(|m| set.remove(m)).count();
-    if set.is_empty() {
-        s.dbs[ctx.db].remove(key, ctx.now);
+    let empty = set.is_empty();
+    if removed > 0 {
+        s.notify(notify::SET, "srem", ctx.db, key);
+    }
+    if empty {
+        remove_empty(s, ctx.db, key, ctx.now);
     }
     ctx.reply.int(removed as i64);
 }
@@ -105,9 +113,17 @@ pub fn spop(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Some(m) => ctx.reply.bulk(&m),
         None => ctx.reply.null(),
     }
-    if set.is_empty() {
-        s.dbs[ctx.db].remove(key, ctx.now);
+    let empty = set.is_empty();
+    s.notify(notify::SET, "spop", ctx.db, key);
+    if empty {
+        remove_empty(s, ctx.db, key, ctx.now);
     }
+}
+
+/// Deletes a set that became empty, with Redis's `del` event.
+fn remove_empty(s: &mut Shard, db: usize, key: &[u8], now: u64) {
+    s.dbs[db].remove(key, now);
+    s.notify(notify::GENERIC, "del", db, key);
 }
 
 /// SPOP with a count, by Redis's three cases.
@@ -132,9 +148,15 @@ fn spop_count(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         for m in set.iter() {
             bulk_item(&mut ctx.reply, m);
         }
-        s.dbs[ctx.db].remove(key, ctx.now);
+        s.notify(notify::SET, "spop", ctx.db, key);
+        remove_empty(s, ctx.db, key, ctx.now);
         return;
     }
+    s.notify(notify::SET, "spop", ctx.db, key);
+    let set = match lookup(s, ctx, key, false) {
+        Ok(Some(set)) => set,
+        _ => return,
+    };
     ctx.reply.set(count as usize);
     let remaining = size - count;
     if remaining.saturating_mul(5) > count {
@@ -238,26 +260,32 @@ pub fn smove(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if !from.remove(m) {
         return ctx.reply.int(0);
     }
-    if from.is_empty() {
-        db.remove(src, ctx.now);
+    let empty = from.is_empty();
+    s.notify(notify::SET, "srem", ctx.db, src);
+    if empty {
+        remove_empty(s, ctx.db, src, ctx.now);
     }
-    add_member(db, dst, m, max, ctx.now);
+    add_member(s, ctx.db, dst, m, max, ctx.now);
     ctx.reply.int(1);
 }
 
-/// Adds `m` to the set at `key`, created when missing; false (and nothing
-/// done) when the key holds another type.
-pub fn add_member(db: &mut crate::db::Db, key: &[u8], m: &[u8], max: usize, now: u64) -> bool {
-    match db.get(key, now).map(|e| &mut e.value) {
-        Some(Value::Set(set)) => {
-            set.add(m, max);
-        }
+/// Adds `m` to the set at `key`, created when missing (`sadd` raised when
+/// it was not there); false (and nothing done) when the key holds another
+/// type.
+pub fn add_member(s: &mut Shard, db: usize, key: &[u8], m: &[u8], max: usize, now: u64) -> bool {
+    let d = &mut s.dbs[db];
+    let added = match d.get(key, now).map(|e| &mut e.value) {
+        Some(Value::Set(set)) => set.add(m, max),
         Some(_) => return false,
         None => {
             let mut set = Set::for_member(m);
             set.add(m, max);
-            db.set(key, Value::Set(Box::new(set)), Ttl::Clear, now);
+            d.set(key, Value::Set(Box::new(set)), Ttl::Clear, now);
+            true
         }
+    };
+    if added {
+        s.notify(notify::SET, "sadd", db, key);
     }
     true
 }
@@ -332,14 +360,22 @@ pub fn inter_card(sets: &[Option<&Set>], limit: usize) -> usize {
     }
 }
 
-/// Saves a STORE result at `dst` (an empty result deletes it); returns its
-/// size.
-pub fn save(db: &mut crate::db::Db, dst: &[u8], result: Set, now: u64) -> usize {
+/// Saves a STORE result at `dst` (an empty result deletes it) and raises
+/// `op`'s event (`sinterstore`...) or `del`; returns its size.
+pub fn save(s: &mut Shard, db: usize, dst: &[u8], result: Set, now: u64, op: Op) -> usize {
     let n = result.len();
     if n == 0 {
-        db.remove(dst, now);
+        if s.dbs[db].remove(dst, now).is_some() {
+            s.notify(notify::GENERIC, "del", db, dst);
+        }
     } else {
-        db.set(dst, Value::Set(Box::new(result)), Ttl::Clear, now);
+        s.dbs[db].set(dst, Value::Set(Box::new(result)), Ttl::Clear, now);
+        let event = match op {
+            Op::Inter => "sinterstore",
+            Op::Union => "sunionstore",
+            Op::Diff => "sdiffstore",
+        };
+        s.notify(notify::SET, event, db, dst);
     }
     n
 }
@@ -355,7 +391,7 @@ fn store_command(s: &mut Shard, ctx: &mut Ctx, args: Args, op: Op) {
     let max = max_intset(s);
     let Ok(sets) = gather(s, ctx, &args.iter().skip(2).collect::<Vec<_>>()) else { return };
     let result = store_op(op, &sets, max);
-    let n = save(&mut s.dbs[ctx.db], args.get(1), result, ctx.now);
+    let n = save(s, ctx.db, args.get(1), result, ctx.now, op);
     ctx.reply.int(n as i64);
 }
 

@@ -4,6 +4,7 @@ use super::prelude::*;
 use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::db::Ttl;
+use crate::notify;
 use crate::numbers::{incr_by_float, IncrFloatError};
 use crate::reply::errors::*;
 use crate::shard::Shard;
@@ -26,7 +27,8 @@ pub fn get(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         }
         None => {
             s.stats.keyspace_misses += 1;
-            ctx.reply.null()
+            ctx.reply.null();
+            s.notify(notify::KEY_MISS, "keymiss", ctx.db, args.get(1));
         }
     }
 }
@@ -135,8 +137,17 @@ pub fn set(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         }
     }
     s.dbs[ctx.db].set(key, Value::from_bytes_encoded(args.get(2)), ttl, ctx.now);
+    notify_set(s, ctx.db, key, o.expire.is_some());
     if !o.get {
         ctx.reply.ok();
+    }
+}
+
+/// `set`, then `expire` when the command gave a time (setGenericCommand).
+fn notify_set(s: &mut Shard, db: usize, key: &[u8], expire: bool) {
+    s.notify(notify::STRING, "set", db, key);
+    if expire {
+        s.notify(notify::GENERIC, "expire", db, key);
     }
 }
 
@@ -146,6 +157,7 @@ pub fn setnx(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.int(0);
     }
     db.set(args.get(1), Value::from_bytes_encoded(args.get(2)), Ttl::Clear, ctx.now);
+    s.notify(notify::STRING, "set", ctx.db, args.get(1));
     ctx.reply.int(1);
 }
 
@@ -153,6 +165,7 @@ fn set_with_expire(s: &mut Shard, ctx: &mut Ctx, args: Args, millis: bool, cmd: 
     match expire_at(args.get(2), millis, false, ctx.now, cmd) {
         Ok(at) => {
             s.dbs[ctx.db].set(args.get(1), Value::from_bytes_encoded(args.get(3)), Ttl::At(at), ctx.now);
+            notify_set(s, ctx.db, args.get(1), true);
             ctx.reply.ok();
         }
         Err(e) => ctx.reply.error(&e),
@@ -170,12 +183,13 @@ pub fn psetex(s: &mut Shard, ctx: &mut Ctx, args: Args) {
 pub fn getset(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if reply_old(s, ctx, args.get(1)) {
         s.dbs[ctx.db].set(args.get(1), Value::from_bytes_encoded(args.get(2)), Ttl::Clear, ctx.now);
+        s.notify(notify::STRING, "set", ctx.db, args.get(1));
     }
 }
 
 pub fn getdel(s: &mut Shard, ctx: &mut Ctx, args: Args) {
-    if reply_old(s, ctx, args.get(1)) {
-        s.dbs[ctx.db].remove(args.get(1), ctx.now);
+    if reply_old(s, ctx, args.get(1)) && s.dbs[ctx.db].remove(args.get(1), ctx.now).is_some() {
+        s.notify(notify::GENERIC, "del", ctx.db, args.get(1));
     }
 }
 
@@ -199,18 +213,23 @@ pub fn getex(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         None => None,
     };
     reply_string(ctx, &entry.value);
-    match at {
+    let had_ttl = entry.expire_at().is_some();
+    let event = match at {
         Some((at, true)) if at <= ctx.now => {
             db.remove(key, ctx.now);
+            (notify::GENERIC, "del")
         }
         Some((at, _)) => {
             db.set_expire(key, Some(at), ctx.now);
+            (notify::GENERIC, "expire")
         }
-        None if o.persist => {
+        None if o.persist && had_ttl => {
             db.set_expire(key, None, ctx.now);
+            (notify::GENERIC, "persist")
         }
-        None => {}
-    }
+        None => return,
+    };
+    s.notify(event.0, event.1, ctx.db, key);
 }
 
 pub fn mget(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -224,7 +243,8 @@ pub fn mget(s: &mut Shard, ctx: &mut Ctx, args: Args) {
             Some(_) => ctx.reply.null(),
             None => {
                 s.stats.keyspace_misses += 1;
-                ctx.reply.null()
+                ctx.reply.null();
+                s.notify(notify::KEY_MISS, "keymiss", ctx.db, key);
             }
         }
     }
@@ -236,6 +256,7 @@ pub fn mset(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
     for i in (1..args.len()).step_by(2) {
         s.dbs[ctx.db].set(args.get(i), Value::from_bytes_encoded(args.get(i + 1)), Ttl::Clear, ctx.now);
+        s.notify(notify::STRING, "set", ctx.db, args.get(i));
     }
     ctx.reply.ok();
 }
@@ -250,7 +271,8 @@ pub fn msetnx(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.int(0);
     }
     for i in (1..args.len()).step_by(2) {
-        db.set(args.get(i), Value::from_bytes_encoded(args.get(i + 1)), Ttl::Clear, ctx.now);
+        s.dbs[ctx.db].set(args.get(i), Value::from_bytes_encoded(args.get(i + 1)), Ttl::Clear, ctx.now);
+        s.notify(notify::STRING, "set", ctx.db, args.get(i));
     }
     ctx.reply.int(1);
 }
@@ -286,6 +308,7 @@ pub fn append(s: &mut Shard, ctx: &mut Ctx, args: Args) {
             ctx.reply.int(raw.len() as i64)
         }
     }
+    s.notify(notify::STRING, "append", ctx.db, key);
 }
 
 pub fn strlen(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -368,6 +391,7 @@ pub fn setrange(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     crate::value::grow_zeroed(raw, end);
     raw[offset as usize..end].copy_from_slice(patch);
     ctx.reply.int(raw.len() as i64);
+    s.notify(notify::STRING, "setrange", ctx.db, key);
 }
 
 fn incr_by(s: &mut Shard, ctx: &mut Ctx, key: &[u8], delta: i64) {
@@ -396,6 +420,7 @@ fn incr_by(s: &mut Shard, ctx: &mut Ctx, key: &[u8], delta: i64) {
             ctx.reply.int(next)
         }
     }
+    s.notify(notify::STRING, "incrby", ctx.db, key);
 }
 
 pub fn incr(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -434,6 +459,7 @@ pub fn incrbyfloat(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Ok(text) => {
             ctx.reply.bulk(&text);
             db.set(key, Value::from_bytes(&text), Ttl::Keep, ctx.now);
+            s.notify(notify::STRING, "incrbyfloat", ctx.db, key);
         }
         Err(IncrFloatError::NotFloat) => ctx.reply.error(NOT_FLOAT),
         Err(IncrFloatError::NanOrInfinity) => ctx.reply.error("ERR increment would produce NaN or Infinity"),

@@ -11,6 +11,7 @@ use super::prelude::*;
 use super::Ctx;
 use crate::args::Args;
 use crate::db::{Db, Ttl};
+use crate::notify;
 use crate::numbers::{format_double, parse_double};
 use crate::reply::errors::*;
 use crate::reply::Reply;
@@ -65,6 +66,7 @@ pub fn zset_mut<'a>(db: &'a mut Db, key: &[u8], now: u64) -> Result<Option<&'a m
 
 /// Like `zset_mut` for a read, counting the keyspace hit or miss.
 pub fn zset_read<'a>(s: &'a mut Shard, db: usize, key: &[u8], now: u64) -> Result<Option<&'a mut ZSet>, WrongType> {
+    s.notify_miss(db, key, now);
     let Shard { dbs, stats, .. } = s;
     let found = zset_mut(&mut dbs[db], key, now);
     match &found {
@@ -74,21 +76,26 @@ pub fn zset_read<'a>(s: &'a mut Shard, db: usize, key: &[u8], now: u64) -> Resul
     found
 }
 
-/// Deletes the key when its set was emptied.
-pub fn drop_if_empty(db: &mut Db, key: &[u8], now: u64) {
-    if matches!(zset_mut(db, key, now), Ok(Some(z)) if z.is_empty()) {
-        db.remove(key, now);
+/// Deletes the key when its set was emptied (with its `del` event).
+pub fn drop_if_empty(s: &mut Shard, db: usize, key: &[u8], now: u64) {
+    if matches!(zset_mut(&mut s.dbs[db], key, now), Ok(Some(z)) if z.is_empty()) {
+        s.dbs[db].remove(key, now);
+        s.notify(notify::GENERIC, "del", db, key);
     }
 }
 
-/// Stores `z` at `key` (replacing any value and TTL), or deletes the key
-/// when `z` is empty; replies with its length, as the STORE commands do.
-pub fn store(db: &mut Db, key: &[u8], z: ZSet, now: u64, r: &mut Reply) {
+/// Stores `z` at `key` (replacing any value and TTL) raising `event`
+/// (`zunionstore`...), or deletes the key (`del`) when `z` is empty;
+/// replies with its length, as the STORE commands do.
+pub fn store(s: &mut Shard, db: usize, key: &[u8], z: ZSet, now: u64, r: &mut Reply, event: &'static str) {
     let n = z.len();
     if n == 0 {
-        db.remove(key, now);
+        if s.dbs[db].remove(key, now).is_some() {
+            s.notify(notify::GENERIC, "del", db, key);
+        }
     } else {
-        db.set(key, Value::ZSet(Box::new(z)), Ttl::Clear, now);
+        s.dbs[db].set(key, Value::ZSet(Box::new(z)), Ttl::Clear, now);
+        s.notify(notify::ZSET, event, db, key);
     }
     r.int(n as i64);
 }
@@ -211,6 +218,9 @@ fn add_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, incr: bool) {
     if let Some(z) = fresh.filter(|z| !z.is_empty()) {
         db.set(key, Value::ZSet(Box::new(z)), Ttl::Clear, ctx.now);
     }
+    if done.added + done.updated > 0 {
+        s.notify(notify::ZSET, if f.incr { "zincr" } else { "zadd" }, ctx.db, key);
+    }
     reply_added(ctx, &f, &done)
 }
 
@@ -246,7 +256,10 @@ pub fn zrem(s: &mut Shard, ctx: &mut Ctx, args: Args) {
             break;
         }
     }
-    drop_if_empty(db, key, ctx.now);
+    if removed > 0 {
+        s.notify(notify::ZSET, "zrem", ctx.db, key);
+    }
+    drop_if_empty(s, ctx.db, key, ctx.now);
     ctx.reply.int(removed);
 }
 

@@ -4,7 +4,6 @@
 use super::{reply_elements, reply_pair, zset_mut, zset_read, WrongType};
 use crate::args::{parse_i64, Args};
 use crate::commands::Ctx;
-use crate::db::Db;
 use crate::glob::glob_match;
 use crate::numbers::format_double;
 use crate::reply::errors::*;
@@ -70,13 +69,20 @@ fn pop_from(z: &mut ZSet, key: &[u8], max: bool, count: usize, shape: Shape, r: 
 /// (nothing written) when the key does not exist. This is the step BZPOPMIN
 /// (`Shape::KeyFlat`, count 1), BZPOPMAX and BZMPOP (`Shape::KeyNested`)
 /// repeat over their keys when woken.
-pub fn try_pop(db: &mut Db, key: &[u8], now: u64, max: bool, count: usize, shape: Shape, r: &mut Reply) -> bool {
-    match zset_mut(db, key, now) {
+pub fn try_pop(s: &mut Shard, ctx: &mut Ctx, key: &[u8], max: bool, count: usize, shape: Shape) -> bool {
+    let (db, now, r) = (ctx.db, ctx.now, &mut ctx.reply);
+    match zset_mut(&mut s.dbs[db], key, now) {
         Ok(None) => return false,
-        Err(WrongType) => r.error(WRONGTYPE),
+        Err(WrongType) => {
+            return {
+                r.error(WRONGTYPE);
+                true
+            }
+        }
         Ok(Some(z)) => pop_from(z, key, max, count, shape, r),
     }
-    super::drop_if_empty(db, key, now);
+    s.notify(crate::notify::ZSET, if max { "zpopmax" } else { "zpopmin" }, db, key);
+    super::drop_if_empty(s, db, key, now);
     true
 }
 
@@ -100,7 +106,7 @@ fn pop_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, max: bool) {
         Ok(Some(_)) => {}
     }
     let shape = if ctx.reply.resp3 && count.is_some() { Shape::Nested } else { Shape::Flat };
-    try_pop(db, key, ctx.now, max, count.unwrap_or(1), shape, &mut ctx.reply);
+    try_pop(s, ctx, key, max, count.unwrap_or(1), shape);
 }
 
 pub fn zpopmin(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -157,9 +163,8 @@ pub fn zmpop(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Ok(p) => p,
         Err(e) => return ctx.reply.error(e),
     };
-    let db = &mut s.dbs[ctx.db];
     for key in args.iter().skip(p.first).take(p.numkeys) {
-        if try_pop(db, key, ctx.now, p.max, p.count, Shape::KeyNested, &mut ctx.reply) {
+        if try_pop(s, ctx, key, p.max, p.count, Shape::KeyNested) {
             return;
         }
     }

@@ -401,7 +401,7 @@ pub fn zrangestore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         Ok(None) => ZSet::default(),
         Ok(Some(z)) => range_set(z, &a, limits),
     };
-    super::store(&mut s.dbs[ctx.db], args.get(1), result, ctx.now, &mut ctx.reply);
+    super::store(s, ctx.db, args.get(1), result, ctx.now, &mut ctx.reply, "zrangestore");
 }
 
 fn count_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, lex: bool) {
@@ -462,7 +462,15 @@ fn remrange_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, kind: Kind) {
         By::Lex(r) => r.ranks(z),
     };
     let removed = z.remove_ranks(lo, hi);
-    drop_if_empty(db, key, ctx.now);
+    if removed > 0 {
+        let event = match kind {
+            Kind::Rank => "zremrangebyrank",
+            Kind::Score => "zremrangebyscore",
+            Kind::Lex => "zremrangebylex",
+        };
+        s.notify(crate::notify::ZSET, event, ctx.db, key);
+    }
+    drop_if_empty(s, ctx.db, key, ctx.now);
     ctx.reply.int(removed as i64);
 }
 

@@ -321,7 +321,14 @@ fn setop_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, op: Op, name: &str, s
     });
     match stored {
         Err(WrongType) => r.error(WRONGTYPE),
-        Ok(Some(z)) => super::store(db, args.get(1), z, ctx.now, r),
+        Ok(Some(z)) => {
+            let event = match op {
+                Op::Union => "zunionstore",
+                Op::Inter => "zinterstore",
+                Op::Diff => "zdiffstore",
+            };
+            super::store(s, ctx.db, args.get(1), z, ctx.now, r, event)
+        }
         Ok(None) => {}
     }
 }
