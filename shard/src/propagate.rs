@@ -533,6 +533,10 @@ pub fn after_command(shard: &mut Shard, spec: &CommandSpec, db: usize, now: u64,
         // An error changed nothing; keys it expired on the way still go out.
         return shard.log_expired_keys();
     }
+    // Stream commands log their own effects (XADD's picked ID, XCLAIMs...).
+    if spec.name.starts_with('x') {
+        return shard.log_expired_keys();
+    }
     let no_change = is_zero(reply) || is_nil(reply);
     let key = || args.get(1);
     let mut ints = itoa::Buffer::new();

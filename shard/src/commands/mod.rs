@@ -13,6 +13,7 @@ pub mod list;
 pub mod scripting;
 pub mod server;
 pub mod set;
+pub mod stream;
 pub mod string;
 pub mod transactions;
 pub mod zset;
@@ -74,6 +75,9 @@ pub mod flags {
     pub const NO_AUTH: u32 = 1 << 8;
 }
 
+/// `keynum.0` marking keys that follow a STREAMS keyword.
+pub const STREAMS_KEYWORD: u8 = u8::MAX;
+
 pub struct CommandSpec {
     /// Lower case, as `COMMAND` reports it (`client|setname` for subcommands).
     pub name: &'static str,
@@ -116,7 +120,13 @@ impl CommandSpec {
         let (first, step) = (first.max(0) as usize, step.max(1) as usize);
         let end = if first == 0 { 0 } else { (last + 1).max(0) as usize };
         let (at, from) = (self.keynum.0 as usize, self.keynum.1 as usize);
-        let counted = if at == 0 || at >= argc {
+        let counted = if at == STREAMS_KEYWORD as usize {
+            // XREAD/XREADGROUP: half of what follows STREAMS.
+            match (1..argc).find(|&i| args.is(i, "streams")) {
+                Some(i) if (argc - i - 1) % 2 == 0 => i + 1..i + 1 + (argc - i - 1) / 2,
+                _ => 0..0,
+            }
+        } else if at == 0 || at >= argc {
             0..0
         } else {
             match crate::args::parse_i64(args.get(at)) {
@@ -125,6 +135,12 @@ impl CommandSpec {
             }
         };
         (first..end).step_by(step).chain(counted)
+    }
+
+    /// The same spec with its keys after the STREAMS keyword (XREAD).
+    pub const fn with_streams_keys(mut self) -> Self {
+        self.keynum = (STREAMS_KEYWORD, 0);
+        self
     }
 
     /// The same spec with keys counted by a numkeys argument.
@@ -190,6 +206,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     set::COMMANDS,
     list::COMMANDS,
     zset::COMMANDS,
+    stream::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,
 ];
