@@ -314,11 +314,9 @@ pub fn join(resp3: bool, pieces: &[(usize, Vec<u8>)]) -> Vec<u8> {
         r.null_array();
         return out;
     }
-    r.map(pieces.len());
-    if !resp3 {
-        // `map` doubled the count for RESP2: an array of [key, entries].
-        out.clear();
-        let mut r = Reply::new(&mut out, resp3);
+    if resp3 {
+        r.map(pieces.len());
+    } else {
         r.array(pieces.len());
     }
     for (_, p) in pieces {
