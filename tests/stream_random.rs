@@ -141,7 +141,14 @@ fn agree(shards: usize, cmds: &[Vec<String>]) -> Result<(), TestCaseError> {
     for c in cmds {
         let args: Vec<&[u8]> = c.iter().map(|s| s.as_bytes()).collect();
         let (want, got): (Value, Value) = (a.cmd(&args), b.cmd(&args));
-        prop_assert!(want == got, "{shards} shard(s): {:?} in {:?}\n  redis:  {:?}\n  corekv: {:?}", c, cmds, want, got);
+        prop_assert!(
+            want == got,
+            "{shards} shard(s): {:?} in {:?}\n  redis:  {:?}\n  corekv: {:?}",
+            c,
+            cmds,
+            want,
+            got
+        );
     }
     Ok(())
 }

@@ -473,7 +473,10 @@ fn write_stream(out: &mut Vec<u8>, key: &[u8], s: &crate::types::stream::Stream)
         });
     }
     let added = n.format(s.entries_added).to_string();
-    put_command(out, &[b"XSETID", key, &id(s.last_id), b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &id(s.max_deleted_id)]);
+    put_command(
+        out,
+        &[b"XSETID", key, &id(s.last_id), b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &id(s.max_deleted_id)],
+    );
     for (name, g) in &s.groups {
         let read = n.format(g.entries_read).to_string();
         put_command(out, &[b"XGROUP", b"CREATE", key, name, &id(g.last_id), b"ENTRIESREAD", read.as_bytes()]);
@@ -483,7 +486,20 @@ fn write_stream(out: &mut Vec<u8>, key: &[u8], s: &crate::types::stream::Stream)
             let count = n.format(nack.delivery_count).to_string();
             put_command(
                 out,
-                &[b"XCLAIM", key, name, consumer, b"0", &id(*pid), b"TIME", time.as_bytes(), b"RETRYCOUNT", count.as_bytes(), b"JUSTID", b"FORCE"],
+                &[
+                    b"XCLAIM",
+                    key,
+                    name,
+                    consumer,
+                    b"0",
+                    &id(*pid),
+                    b"TIME",
+                    time.as_bytes(),
+                    b"RETRYCOUNT",
+                    count.as_bytes(),
+                    b"JUSTID",
+                    b"FORCE",
+                ],
             );
         }
         for c in g.consumers.values().filter(|c| c.pel.is_empty()) {

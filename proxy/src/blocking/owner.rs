@@ -160,11 +160,7 @@ impl Core {
         };
         if let Some(reply) = served {
             self.serve_ready();
-            return Some(if req.op.is_notify() {
-                Response::Notified
-            } else {
-                Response::Served(reply)
-            });
+            return Some(if req.op.is_notify() { Response::Notified } else { Response::Served(reply) });
         }
         let mut shard = self.shard.borrow_mut();
         let mut w = self.blocked.borrow_mut();
@@ -241,11 +237,7 @@ impl Core {
                 };
                 let Some(reply) = served else { break };
                 if let Some(req) = self.forget(id) {
-                    let response = if req.op.is_notify() {
-                        Response::Notified
-                    } else {
-                        Response::Served(reply)
-                    };
+                    let response = if req.op.is_notify() { Response::Notified } else { Response::Served(reply) };
                     self.deliver_durable(req.origin, req.ticket, response);
                 }
             }

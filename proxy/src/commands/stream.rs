@@ -104,8 +104,10 @@ pub async fn xread(conn: &mut Connection, name: &str, args: Args<'_>) -> Option<
         }
         for (owner, which) in &groups {
             let xr = x.clone();
-            let froms: Vec<From> =
-                which.iter().map(|i| starts.iter().find(|(k, _)| k == i).map(|(_, f)| *f).unwrap_or(From::New)).collect();
+            let froms: Vec<From> = which
+                .iter()
+                .map(|i| starts.iter().find(|(k, _)| k == i).map(|(_, f)| *f).unwrap_or(From::New))
+                .collect();
             let which = which.clone();
             let served = call(&conn.core, *owner, move |core| {
                 let mut s = core.shard.borrow_mut();
@@ -126,10 +128,7 @@ pub async fn xread(conn: &mut Connection, name: &str, args: Args<'_>) -> Option<
     let ms = x.block.unwrap_or(0);
     let deadline = (ms > 0).then(|| Instant::now().checked_add(Duration::from_millis(ms))).flatten();
     starts.sort_by_key(|(i, _)| *i);
-    let wait = XReadWait {
-        read: (*x).clone(),
-        starts: starts.iter().map(|(i, f)| (x.keys[*i].clone(), *f)).collect(),
-    };
+    let wait = XReadWait { read: (*x).clone(), starts: starts.iter().map(|(i, f)| (x.keys[*i].clone(), *f)).collect() };
     let keys = x.keys.clone();
     crate::blocking::start(conn, keys, BlockOp::XRead(Arc::new(wait)), deadline).await
 }

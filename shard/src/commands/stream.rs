@@ -309,8 +309,8 @@ fn rewritten(args: &Args, p: &AddTrim, s: &Stream, id: Option<StreamId>) -> Vec<
             continue;
         }
         let a = args.get(i);
-        if id.is_some() && i == p.id_at && i >= 2 {
-            out.push(id.unwrap_or_default().to_bytes());
+        if let (Some(id), true) = (id, i == p.id_at && i >= 2) {
+            out.push(id.to_bytes());
         } else if approx && i + 1 == p.trim_at && a == b"~" {
             out.push(b"=".to_vec());
         } else if approx && i == p.trim_at {
@@ -362,12 +362,15 @@ fn xadd(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if stream.last_id == StreamId::MAX {
         return ctx.reply.error("ERR The stream has exhausted the last possible ID, unable to add more items");
     }
-    let fields: Vec<(&[u8], &[u8])> = (field_at..args.len()).step_by(2).map(|i| (args.get(i), args.get(i + 1))).collect();
+    let fields: Vec<(&[u8], &[u8])> =
+        (field_at..args.len()).step_by(2).map(|i| (args.get(i), args.get(i + 1))).collect();
     let id = match stream.append(&fields, p.id, ctx.now, limits) {
         Ok(id) => id,
         Err(e) => {
             let msg = match e {
-                AddError::NotGreater => "ERR The ID specified in XADD is equal or smaller than the target stream top item",
+                AddError::NotGreater => {
+                    "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+                }
                 AddError::TooLarge => "ERR Elements are too large to be stored",
             };
             if stream.is_empty() && stream.groups.is_empty() && stream.last_id.is_zero() && !found {
@@ -595,6 +598,9 @@ mod tests {
         assert_eq!(parse_id(b"007-+3", 0, false, false), Ok((StreamId::new(7, 3), true)));
         assert_eq!(parse_id(b"1--1", 0, false, false), Err(INVALID_ID));
         assert_eq!(parse_id(b"18446744073709551616", 0, false, false), Err(INVALID_ID));
-        assert_eq!(parse_start(b"(18446744073709551615-18446744073709551615"), Err("ERR invalid start ID for the interval"));
+        assert_eq!(
+            parse_start(b"(18446744073709551615-18446744073709551615"),
+            Err("ERR invalid start ID for the interval")
+        );
     }
 }

@@ -199,8 +199,7 @@ impl Stream {
             None => false,
             Some((_, node)) => {
                 let full = node.bytes() as u64 + total >= max_bytes
-                    || (limits.max_entries != 0
-                        && (node.count() + node.deleted()) as u64 >= limits.max_entries);
+                    || (limits.max_entries != 0 && (node.count() + node.deleted()) as u64 >= limits.max_entries);
                 !full
             }
         };

@@ -128,8 +128,10 @@ pub fn xgroup(s: &mut Shard, ctx: &mut Ctx, args: Args) {
                 "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.",
             );
         }
-        let has_group = matches!(stream_mut(&mut s.dbs[db], key, ctx.now), Ok(Some(st)) if st.groups.contains_key(name));
-        let needs_group = setid || sub.eq_ignore_ascii_case(b"createconsumer") || sub.eq_ignore_ascii_case(b"delconsumer");
+        let has_group =
+            matches!(stream_mut(&mut s.dbs[db], key, ctx.now), Ok(Some(st)) if st.groups.contains_key(name));
+        let needs_group =
+            setid || sub.eq_ignore_ascii_case(b"createconsumer") || sub.eq_ignore_ascii_case(b"delconsumer");
         if !has_group && needs_group {
             return ctx.reply.error(&format!(
                 "NOGROUP No such consumer group '{}' for key name '{}'",

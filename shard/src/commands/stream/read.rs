@@ -60,8 +60,9 @@ pub fn parse(args: &Args, xreadgroup: bool) -> Result<XRead, String> {
             streams_at = i + 1;
             let n = argc - streams_at;
             if n % 2 != 0 {
-                return Err("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."
-                    .into());
+                return Err(
+                    "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.".into(),
+                );
             }
             let n = n / 2;
             x.keys = (streams_at..streams_at + n).map(|j| args.get(j).to_vec()).collect();
@@ -144,6 +145,7 @@ pub fn check(s: &mut Shard, db: usize, now: u64, x: &XRead, which: &[usize]) -> 
 /// serveClientsBlockedOnStreamKey when `blocked`): the reply piece for this
 /// key (`[key, entries]`, or `key entries` in a RESP3 map) or `None` when
 /// there is nothing to send. Group reads log their effects.
+#[allow(clippy::too_many_arguments)]
 pub fn serve(
     s: &mut Shard,
     db: usize,
@@ -172,7 +174,7 @@ pub fn serve(
         let Some((gname, cname)) = &x.group else {
             let From::After(gt) = from else { return None };
             let top = if blocked { st.last_id } else { st.last_valid_id() };
-            if st.length == 0 && !blocked || top <= gt {
+            if (st.length == 0 && !blocked) || top <= gt {
                 return None;
             }
             start_piece(&mut r);
@@ -211,8 +213,12 @@ pub fn serve(
         }
         let start = gt.incr().unwrap_or(StreamId::MAX);
         if history {
-            let ids: Vec<StreamId> =
-                g.consumers[&consumer].pel.range(start..).take(if count == 0 { usize::MAX } else { count }).copied().collect();
+            let ids: Vec<StreamId> = g.consumers[&consumer]
+                .pel
+                .range(start..)
+                .take(if count == 0 { usize::MAX } else { count })
+                .copied()
+                .collect();
             r.array(ids.len());
             let live: Vec<bool> = ids.iter().map(|id| st.exists(*id)).collect();
             for (id, live) in ids.iter().zip(live) {
@@ -281,7 +287,14 @@ pub fn serve(
 
 /// The whole read on one shard holding every key (or a part of the keys:
 /// `which`): the pieces of the keys served, in order, or the first error.
-pub fn run(s: &mut Shard, db: usize, now: u64, resp3: bool, x: &XRead, which: &[usize]) -> Result<Vec<(usize, Vec<u8>)>, (usize, String)> {
+pub fn run(
+    s: &mut Shard,
+    db: usize,
+    now: u64,
+    resp3: bool,
+    x: &XRead,
+    which: &[usize],
+) -> Result<Vec<(usize, Vec<u8>)>, (usize, String)> {
     let froms = check(s, db, now, x, which)?;
     Ok(serve_resolved(s, db, now, resp3, x, which, &froms))
 }

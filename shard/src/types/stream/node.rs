@@ -347,8 +347,7 @@ impl Node {
         self.replace_int(HEADER, count + 1);
         let same = {
             let master_fields = self.master_fields();
-            master_fields.len() == fields.len()
-                && master_fields.iter().zip(fields).all(|(m, (f, _))| item_eq(*m, f))
+            master_fields.len() == fields.len() && master_fields.iter().zip(fields).all(|(m, (f, _))| item_eq(*m, f))
         };
         let flags = if same { FLAG_SAMEFIELDS } else { 0 };
         self.push(Item::Int(flags));

@@ -28,7 +28,10 @@ type Model = BTreeMap<StreamId, Vec<(String, String)>>;
 fn contents(s: &Stream) -> Model {
     let mut out = Model::new();
     s.range(StreamId::MIN, StreamId::MAX, false, |id, n, e| {
-        let f = n.fields(e).into_iter().map(|(f, v)| (String::from_utf8(f.to_vec()).unwrap(), String::from_utf8(v.to_vec()).unwrap()));
+        let f = n
+            .fields(e)
+            .into_iter()
+            .map(|(f, v)| (String::from_utf8(f.to_vec()).unwrap(), String::from_utf8(v.to_vec()).unwrap()));
         out.insert(id, f.collect());
         true
     });
