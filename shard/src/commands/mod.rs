@@ -123,7 +123,7 @@ impl CommandSpec {
         let counted = if at == STREAMS_KEYWORD as usize {
             // XREAD/XREADGROUP: half of what follows STREAMS.
             match (1..argc).find(|&i| args.is(i, "streams")) {
-                Some(i) if (argc - i - 1) % 2 == 0 => i + 1..i + 1 + (argc - i - 1) / 2,
+                Some(i) if (argc - i - 1).is_multiple_of(2) => i + 1..i + 1 + (argc - i - 1) / 2,
                 _ => 0..0,
             }
         } else if at == 0 || at >= argc {

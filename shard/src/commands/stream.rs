@@ -339,7 +339,7 @@ fn xadd(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     let field_at = p.id_at + 1;
     let nfields = args.len().saturating_sub(field_at);
-    if nfields < 2 || nfields % 2 == 1 {
+    if nfields < 2 || !nfields.is_multiple_of(2) {
         return ctx.reply.error(&super::arity_error("xadd"));
     }
     if let Some((id, true)) = p.id {
@@ -580,8 +580,10 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("xautoclaim", -6, WRITE | FAST, KEY1, Keyed, Some(group::xautoclaim)),
     cmd!("xgroup", -2, 0, NOKEYS, Local, None, XGROUP_SUBCOMMANDS),
     cmd!("xinfo", -2, 0, NOKEYS, Local, None, XINFO_SUBCOMMANDS),
-    cmd!("xread", -4, READONLY, NOKEYS, Proxy, None).with_streams_keys(),
-    cmd!("xreadgroup", -7, WRITE, NOKEYS, Proxy, None).with_streams_keys(),
+    // The proxy runs them (keys over shards, BLOCK); the handler serves
+    // scripts.
+    cmd!("xread", -4, READONLY, NOKEYS, Proxy, Some(read::xread_command)).with_streams_keys(),
+    cmd!("xreadgroup", -7, WRITE, NOKEYS, Proxy, Some(read::xread_command)).with_streams_keys(),
 ];
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::args::Args;
 use crate::reply::errors::*;
 use crate::reply::Reply;
 use crate::shard::Shard;
-use crate::types::stream::group::{Nack, INVALID_ENTRIES_READ};
+use crate::types::stream::group::INVALID_ENTRIES_READ;
 use crate::types::stream::StreamId;
 
 /// `XREAD_BLOCKED_DEFAULT_COUNT`: a blocked read without COUNT.
@@ -27,6 +27,12 @@ pub struct XRead {
     pub keys: Vec<Vec<u8>>,
     pub ids: Vec<Vec<u8>>,
 }
+
+/// The reply pieces of the keys served, by key index.
+pub type Pieces = Vec<(usize, Vec<u8>)>;
+
+/// The index of the first key that failed, and its error.
+pub type KeyError = (usize, String);
 
 /// Where a key's read starts.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,7 +65,7 @@ pub fn parse(args: &Args, xreadgroup: bool) -> Result<XRead, String> {
         } else if args.is(i, "streams") && more > 0 {
             streams_at = i + 1;
             let n = argc - streams_at;
-            if n % 2 != 0 {
+            if !n.is_multiple_of(2) {
                 return Err(
                     "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.".into(),
                 );
@@ -95,7 +101,7 @@ pub fn parse(args: &Args, xreadgroup: bool) -> Result<XRead, String> {
 
 /// The checks of keys `which` in order (type, group, ID), `$` resolved:
 /// the first failing key's index and error otherwise.
-pub fn check(s: &mut Shard, db: usize, now: u64, x: &XRead, which: &[usize]) -> Result<Vec<From>, (usize, String)> {
+pub fn check(s: &mut Shard, db: usize, now: u64, x: &XRead, which: &[usize]) -> Result<Vec<From>, KeyError> {
     let mut out = Vec::with_capacity(which.len());
     for &i in which {
         let key = &x.keys[i];
@@ -265,12 +271,9 @@ pub fn serve(
                     advanced = true;
                 }
                 if !x.noack {
-                    if g.pel.contains_key(&id) {
-                        g.assign(id, &consumer, now, true);
-                    } else {
-                        g.pel.insert(id, Nack { delivery_time: now, delivery_count: 1, consumer: None });
-                        g.assign(id, &consumer, now, true);
-                    }
+                    // A new pending entry, or one delivered again after
+                    // XGROUP SETID: this consumer's, delivered now, once.
+                    g.assign(id, &consumer, now, true);
                     let nack = &g.pel[&id];
                     effects.push(xclaim_effect(key, gname, g, id, nack));
                 }
@@ -287,14 +290,7 @@ pub fn serve(
 
 /// The whole read on one shard holding every key (or a part of the keys:
 /// `which`): the pieces of the keys served, in order, or the first error.
-pub fn run(
-    s: &mut Shard,
-    db: usize,
-    now: u64,
-    resp3: bool,
-    x: &XRead,
-    which: &[usize],
-) -> Result<Vec<(usize, Vec<u8>)>, (usize, String)> {
+pub fn run(s: &mut Shard, db: usize, now: u64, resp3: bool, x: &XRead, which: &[usize]) -> Result<Pieces, KeyError> {
     let froms = check(s, db, now, x, which)?;
     Ok(serve_resolved(s, db, now, resp3, x, which, &froms))
 }
@@ -336,4 +332,27 @@ pub fn join(resp3: bool, pieces: &[(usize, Vec<u8>)]) -> Vec<u8> {
         out.extend_from_slice(p);
     }
     out
+}
+
+/// XREAD/XREADGROUP run as one command on one shard holding every key
+/// (scripts, which gather other shards' keys first): never blocks.
+pub fn xread_command(s: &mut Shard, ctx: &mut crate::commands::Ctx, args: Args) {
+    let x = match parse(&args, args.get(0).eq_ignore_ascii_case(b"xreadgroup")) {
+        Ok(x) => x,
+        Err(e) => return ctx.reply.error(&e),
+    };
+    if x.block.is_some() {
+        return ctx.reply.error(&format!(
+            "ERR {} command is not allowed with BLOCK option from scripts",
+            String::from_utf8_lossy(args.get(0))
+        ));
+    }
+    let which: Vec<usize> = (0..x.keys.len()).collect();
+    match run(s, ctx.db, ctx.now, ctx.reply.resp3, &x, &which) {
+        Err((_, e)) => ctx.reply.error(&e),
+        Ok(pieces) => {
+            let bytes = join(ctx.reply.resp3, &pieces);
+            ctx.reply.raw(&bytes);
+        }
+    }
 }
