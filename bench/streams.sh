@@ -22,15 +22,16 @@ cargo build --release -q -p corekv
 used() { redis-cli -p "$1" info memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
 rss() { awk '$1 == "VmRSS:" {print $2 * 1024}' "/proc/$1/status"; }
 wait_up() { for _ in $(seq 100); do redis-cli -p "$1" ping >/dev/null 2>&1 && return; sleep 0.1; done; }
-rps() { redis-benchmark -p "$1" -n "$requests" -c 50 -P 16 -r 1000 -q "${@:2}" | tr '\r' '\n' | awk '/requests per second/ {print $(NF-3)}' | tail -1; }
+rps() { redis-benchmark -p "$1" -n "$requests" -c 50 -P 16 -r 1000 -q "${@:2}" | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | cut -d' ' -f1; }
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+tmp=$(mktemp -d)
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 port_r=$((23000 + RANDOM % 1000))
 port_c=$((port_r + 1000))
-redis-server --port "$port_r" --save '' --appendonly no >/dev/null 2>&1 &
+redis-server --port "$port_r" --save '' --appendonly no --dir "$tmp" >/dev/null 2>&1 &
 pid_r=$!
-target/release/corekv --port "$port_c" --shards "$shards" >/dev/null 2>&1 &
+target/release/corekv --port "$port_c" --shards "$shards" --save '' --dir "$tmp" >/dev/null 2>&1 &
 pid_c=$!
 pids=("$pid_r" "$pid_c")
 wait_up "$port_r"
@@ -60,15 +61,15 @@ kill "$pid_r" "$pid_c"
 wait "$pid_r" "$pid_c" 2>/dev/null || true
 
 # Memory per entry: fresh servers, one stream of `entries` entries.
-redis-server --port "$port_r" --save '' --appendonly no >/dev/null 2>&1 &
+redis-server --port "$port_r" --save '' --appendonly no --dir "$tmp" >/dev/null 2>&1 &
 pid_r=$!
-target/release/corekv --port "$port_c" --shards 1 >/dev/null 2>&1 &
+target/release/corekv --port "$port_c" --shards 1 --save '' --dir "$tmp" >/dev/null 2>&1 &
 pid_c=$!
 pids=("$pid_r" "$pid_c")
 wait_up "$port_r"
 wait_up "$port_c"
 load() {
-  awk -v n="$entries" 'BEGIN { ORS = ""; for (i = 0; i < n; i++) { f = "field:" i; v = "value:" i; print "*7\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$" length(f) "\r\n" f "\r\n$5\r\nvalue\r\n$" length(v) "\r\n" v "\r\n" } }'
+  awk -v n="$entries" 'BEGIN { ORS = ""; for (i = 0; i < n; i++) { v = "value:" i; print "*7\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$5\r\nfield\r\n$" length(i) "\r\n" i "\r\n$5\r\nvalue\r\n$" length(v) "\r\n" v "\r\n" } }'
 }
 base_ur=$(used "$port_r") base_uc=$(used "$port_c") base_rr=$(rss "$pid_r") base_rc=$(rss "$pid_c")
 load | redis-cli -p "$port_r" --pipe >/dev/null

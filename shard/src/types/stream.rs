@@ -207,6 +207,10 @@ impl Stream {
             let (master, node) = self.nodes.iter_mut().next_back().expect("tail node");
             node.append(*master, id, fields);
         } else {
+            // A full node keeps no slack (Redis's lpShrinkToFit).
+            if let Some((_, tail)) = self.nodes.iter_mut().next_back() {
+                tail.lp.shrink_to_fit();
+            }
             let mut node = Node::new(fields.iter().map(|(f, _)| *f));
             node.append(id, id, fields);
             self.nodes.insert(id, node);
@@ -235,6 +239,31 @@ impl Stream {
         // The node holding `start` begins at or before it.
         let from = self.nodes.range(..=start).next_back().map(|(k, _)| *k).unwrap_or(StreamId::MIN);
         let nodes = self.nodes.range(from..=end);
+        let mut forward = |master: &StreamId, n: &'s Node| -> bool {
+            // Entries decoded one by one: a read of a few entries from a
+            // full node decodes only up to them.
+            let mut more = true;
+            n.walk(*master, |e| {
+                if e.id > end {
+                    more = false;
+                    return false;
+                }
+                if e.deleted() || e.id < start {
+                    return true;
+                }
+                more = visit(e.id, n, e);
+                more
+            });
+            more
+        };
+        if !rev {
+            for (m, n) in nodes {
+                if !forward(m, n) {
+                    return;
+                }
+            }
+            return;
+        }
         let mut each = |master: &StreamId, n: &'s Node| -> bool {
             let entries = n.entries(*master);
             let mut go = |e: &node::EntryRef| -> Option<bool> {
@@ -246,35 +275,16 @@ impl Stream {
                 }
                 Some(visit(e.id, n, e))
             };
-            if rev {
-                for e in entries.iter().rev() {
-                    if go(e) == Some(false) {
-                        return false;
-                    }
-                }
-            } else {
-                for e in entries.iter() {
-                    if e.id > end {
-                        return false;
-                    }
-                    if go(e) == Some(false) {
-                        return false;
-                    }
+            for e in entries.iter().rev() {
+                if go(e) == Some(false) {
+                    return false;
                 }
             }
             true
         };
-        if rev {
-            for (m, n) in nodes.rev() {
-                if !each(m, n) {
-                    return;
-                }
-            }
-        } else {
-            for (m, n) in nodes {
-                if !each(m, n) {
-                    return;
-                }
+        for (m, n) in nodes.rev() {
+            if !each(m, n) {
+                return;
             }
         }
     }
@@ -310,7 +320,7 @@ impl Stream {
         if first {
             self.nodes.iter().find_map(pick)
         } else {
-            self.nodes.iter().rev().find_map(pick)
+            self.nodes.iter().rev().find_map(|(m, n)| n.last(*m, skip_tombstones))
         }
     }
 

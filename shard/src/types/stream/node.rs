@@ -94,6 +94,40 @@ fn entry_bytes(out: &mut Vec<u8>, item: Item) {
     encode_backlen(out, len);
 }
 
+/// An integer's whole entry (encoding, data, back-length) without a heap
+/// buffer: `(bytes, length)`.
+fn int_entry(v: i64) -> ([u8; 16], usize) {
+    let mut out = [0u8; 16];
+    let n = if (0..=127).contains(&v) {
+        out[0] = v as u8;
+        1
+    } else if (-4096..=4095).contains(&v) {
+        let u = (v as u64) & 0x1fff;
+        out[0] = 0xc0 | (u >> 8) as u8;
+        out[1] = u as u8;
+        2
+    } else if (-32768..=32767).contains(&v) {
+        out[0] = 0xf1;
+        out[1..3].copy_from_slice(&(v as i16).to_le_bytes());
+        3
+    } else if (-8_388_608..=8_388_607).contains(&v) {
+        out[0] = 0xf2;
+        out[1..4].copy_from_slice(&(v as i32).to_le_bytes()[..3]);
+        4
+    } else if (i32::MIN as i64..=i32::MAX as i64).contains(&v) {
+        out[0] = 0xf3;
+        out[1..5].copy_from_slice(&(v as i32).to_le_bytes());
+        5
+    } else {
+        out[0] = 0xf4;
+        out[1..9].copy_from_slice(&v.to_le_bytes());
+        9
+    };
+    // Integer entries are at most 9 bytes: a one-byte back-length.
+    out[n] = n as u8;
+    (out, n + 1)
+}
+
 /// Length of the encoding + data of the entry at `p`.
 fn entry_len(lp: &[u8], p: usize) -> usize {
     let b = lp[p];
@@ -159,6 +193,27 @@ pub fn next(lp: &[u8], p: usize) -> Option<usize> {
     let len = entry_len(lp, p);
     let n = p + len + backlen_size(len);
     (lp[n] != EOF).then_some(n)
+}
+
+/// The element before the one at `p` (`p` may be the terminator's
+/// position); `None` at the start.
+pub fn prev(lp: &[u8], p: usize) -> Option<usize> {
+    if p <= HEADER {
+        return None;
+    }
+    let mut val = 0usize;
+    let mut shift = 0;
+    let mut q = p - 1;
+    loop {
+        let b = lp[q];
+        val |= ((b & 127) as usize) << shift;
+        if b & 128 == 0 {
+            break;
+        }
+        shift += 7;
+        q -= 1;
+    }
+    Some(p - backlen_size(val) - val)
 }
 
 /// A stream node: its listpack.
@@ -235,10 +290,14 @@ impl Node {
     pub fn replace_int(&mut self, p: usize, v: i64) {
         let old = entry_len(&self.lp, p);
         let old = old + backlen_size(old);
-        let mut fresh = Vec::with_capacity(10);
-        entry_bytes(&mut fresh, Item::Int(v));
-        self.lp.splice(p..p + old, fresh);
-        self.set_header(0);
+        let (fresh, n) = int_entry(v);
+        if n == old {
+            // The common case (a count that keeps its width): no move.
+            self.lp[p..p + n].copy_from_slice(&fresh[..n]);
+        } else {
+            self.lp.splice(p..p + old, fresh[..n].iter().copied());
+            self.set_header(0);
+        }
     }
 
     /// Valid entries.
@@ -304,6 +363,42 @@ impl Node {
         }
         // `q` is the lp-count.
         EntryRef { id: StreamId { ms, seq }, flags, at: p, fields, body, next: next(lp, q) }
+    }
+
+    /// The last entry, tombstones skipped or not, walking back from the
+    /// end by each entry's lp-count.
+    pub fn last(&self, master: StreamId, skip_tombstones: bool) -> Option<StreamId> {
+        let lp = &self.lp;
+        let (nf, _, _) = self.master();
+        let mut count_at = prev(lp, lp.len() - 1)?;
+        loop {
+            let n = get_int(lp, count_at);
+            if n == 0 {
+                return None; // the master entry's terminator
+            }
+            let mut p = count_at;
+            for _ in 0..n {
+                p = prev(lp, p)?;
+            }
+            let e = self.entry(master, nf, p);
+            if !skip_tombstones || !e.deleted() {
+                return Some(e.id);
+            }
+            count_at = prev(lp, p)?;
+        }
+    }
+
+    /// Visits entries from the first, deleted ones included, until `visit`
+    /// says stop.
+    pub fn walk(&self, master: StreamId, mut visit: impl FnMut(&EntryRef) -> bool) {
+        let (nf, _, mut p) = self.master();
+        while let Some(at) = p {
+            let e = self.entry(master, nf, at);
+            if !visit(&e) {
+                return;
+            }
+            p = e.next;
+        }
     }
 
     /// Every entry, deleted ones included, in order.
