@@ -55,6 +55,10 @@ pub struct Config {
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
+    /// Bytes of one stream node (0: no limit).
+    pub stream_node_max_bytes: u64,
+    /// Entries of one stream node (0: no limit).
+    pub stream_node_max_entries: u64,
     /// Save points: snapshot when at least `changes` writes happened within
     /// `seconds` (`save ""`: none).
     pub save: Vec<(u64, u64)>,
@@ -366,6 +370,8 @@ impl Default for Config {
             zset_max_listpack_value: 64,
             hll_sparse_max_bytes: 3000,
             list_max_listpack_size: -2,
+            stream_node_max_bytes: 4096,
+            stream_node_max_entries: 100,
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,
@@ -638,6 +644,11 @@ pub static PARAMS: &[Param] = &[
     param!("zset-max-ziplist-value", true, |c| c.zset_max_listpack_value.to_string(), |c, v| c
         .zset_max_listpack_value =
         memory_in(v, 0)?),
+    param!("stream-node-max-bytes", true, |c| c.stream_node_max_bytes.to_string(), |c, v| c.stream_node_max_bytes =
+        memory_in(v, 0)?),
+    param!("stream-node-max-entries", true, |c| c.stream_node_max_entries.to_string(), |c, v| c
+        .stream_node_max_entries =
+        int_in(v, 0, i64::MAX)? as u64),
     // Encoding thresholds; the ziplist names are Redis 7.0's aliases.
     param!("list-max-listpack-size", true, |c| c.list_max_listpack_size.to_string(), |c, v| c.list_max_listpack_size =
         int_in(v, i32::MIN as i64, i32::MAX as i64)?),

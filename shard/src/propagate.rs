@@ -433,6 +433,7 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value, expire_at: Opti
             put_item(out, f);
             put_item(out, v);
         }),
+        Value::Stream(s) => write_stream(out, key, s),
         Value::ZSet(z) => {
             let mut pairs = Vec::with_capacity(z.len());
             z.for_each(|score, member| pairs.push((score, member)));
@@ -445,6 +446,65 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value, expire_at: Opti
     }
     if let Some(at) = expire_at {
         put_command(out, &[b"PEXPIREAT", key, ints.format(at).as_bytes()]);
+    }
+}
+
+/// A stream as the commands that rebuild it (Redis's rewriteStreamObject):
+/// its entries, its counters, its groups with their pending entries and
+/// consumers.
+fn write_stream(out: &mut Vec<u8>, key: &[u8], s: &crate::types::stream::Stream) {
+    use crate::types::stream::StreamId;
+    let mut n = itoa::Buffer::new();
+    let id = |id: StreamId| id.to_bytes();
+    if s.is_empty() {
+        put_command(out, &[b"XADD", key, b"MAXLEN", b"0", &id(s.last_id), b"x", b"y"]);
+    } else {
+        s.range(StreamId::MIN, StreamId::MAX, false, |eid, node, e| {
+            let fields = node.fields(e);
+            put_header(out, 3 + 2 * fields.len());
+            put_bulk(out, b"XADD");
+            put_bulk(out, key);
+            put_bulk(out, &id(eid));
+            for (f, v) in fields {
+                put_item(out, f);
+                put_item(out, v);
+            }
+            true
+        });
+    }
+    let added = n.format(s.entries_added).to_string();
+    put_command(
+        out,
+        &[b"XSETID", key, &id(s.last_id), b"ENTRIESADDED", added.as_bytes(), b"MAXDELETEDID", &id(s.max_deleted_id)],
+    );
+    for (name, g) in &s.groups {
+        let read = n.format(g.entries_read).to_string();
+        put_command(out, &[b"XGROUP", b"CREATE", key, name, &id(g.last_id), b"ENTRIESREAD", read.as_bytes()]);
+        for (pid, nack) in &g.pel {
+            let consumer = nack.consumer.as_deref().unwrap_or_default();
+            let time = n.format(nack.delivery_time).to_string();
+            let count = n.format(nack.delivery_count).to_string();
+            put_command(
+                out,
+                &[
+                    b"XCLAIM",
+                    key,
+                    name,
+                    consumer,
+                    b"0",
+                    &id(*pid),
+                    b"TIME",
+                    time.as_bytes(),
+                    b"RETRYCOUNT",
+                    count.as_bytes(),
+                    b"JUSTID",
+                    b"FORCE",
+                ],
+            );
+        }
+        for c in g.consumers.values().filter(|c| c.pel.is_empty()) {
+            put_command(out, &[b"XGROUP", b"CREATECONSUMER", key, name, &c.name]);
+        }
     }
 }
 
@@ -487,6 +547,10 @@ pub fn after_command(shard: &mut Shard, spec: &CommandSpec, db: usize, now: u64,
     }
     if reply.first() == Some(&b'-') {
         // An error changed nothing; keys it expired on the way still go out.
+        return shard.log_expired_keys();
+    }
+    // Stream commands log their own effects (XADD's picked ID, XCLAIMs...).
+    if spec.name.starts_with('x') {
         return shard.log_expired_keys();
     }
     let no_change = is_zero(reply) || is_nil(reply);

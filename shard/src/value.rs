@@ -7,6 +7,7 @@ use crate::bytes::CompactBytes;
 use crate::types::hash::Hash;
 use crate::types::list::List;
 use crate::types::set::Set;
+use crate::types::stream::Stream;
 use crate::types::zset::ZSet;
 
 /// Longest string Redis stores as `embstr`.
@@ -29,6 +30,7 @@ pub enum Value {
     Hash(Box<Hash>),
     Set(Box<Set>),
     List(Box<List>),
+    Stream(Box<Stream>),
 }
 
 impl Value {
@@ -60,6 +62,7 @@ impl Value {
             Value::Hash(_) => "hash",
             Value::Set(_) => "set",
             Value::List(_) => "list",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -73,6 +76,7 @@ impl Value {
             Value::Set(s) => s.encoding(),
             // Redis 7.0 keeps every list as a quicklist.
             Value::List(_) => "quicklist",
+            Value::Stream(_) => "stream",
         }
     }
 
@@ -87,7 +91,7 @@ impl Value {
             Value::Emb(b) => Some(b.as_slice()),
             Value::Long(b) => Some(b),
             Value::Raw(v) => Some(v.as_slice()),
-            Value::Hash(_) | Value::Set(_) | Value::List(_) | Value::ZSet(_) => None,
+            Value::Hash(_) | Value::Set(_) | Value::List(_) | Value::ZSet(_) | Value::Stream(_) => None,
         }
     }
 
@@ -108,6 +112,7 @@ impl Value {
             Value::Hash(h) => h.heap_size(),
             Value::Set(s) => s.heap_size(),
             Value::List(l) => l.heap_size() + std::mem::size_of::<List>(),
+            Value::Stream(s) => s.heap_size(),
         }
     }
 
@@ -118,7 +123,7 @@ impl Value {
             Value::Int(n) => itoa::Buffer::new().format(*n).as_bytes().to_vec(),
             Value::Emb(b) => b.as_slice().to_vec(),
             Value::Long(b) => b.to_vec(),
-            Value::Hash(_) | Value::Set(_) | Value::List(_) | Value::ZSet(_) => return None,
+            Value::Hash(_) | Value::Set(_) | Value::List(_) | Value::ZSet(_) | Value::Stream(_) => return None,
         };
         *self = Value::Raw(Box::new(bytes));
         match self {

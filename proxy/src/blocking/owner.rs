@@ -7,6 +7,7 @@ use crate::core::Core;
 use crate::mesh::{CallFn, Request, Response};
 use crate::persistence::aof::durable::{durable, must_wait};
 use shard::commands::list::{lmove_put, lmove_take, lmove_taken, try_bpop, try_mpop};
+use shard::commands::stream::read;
 use shard::commands::zset::pop::{try_pop, Shape};
 use shard::commands::Ctx;
 use shard::value::Value;
@@ -41,7 +42,17 @@ pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: 
         BlockOp::ZMPop { max, count } => {
             keys.iter().any(|k| try_pop(shard, &mut ctx, k, *max, *count, Shape::KeyNested))
         }
-        BlockOp::Notify { .. } => keys.iter().any(|k| fits(shard, req, k, now)),
+        BlockOp::Notify { .. } | BlockOp::NotifyStream(_) => keys.iter().any(|k| fits(shard, req, k, now)),
+        BlockOp::XRead(w) => keys.iter().any(|k| {
+            let Some(from) = w.start_of(k) else { return false };
+            let Some(piece) = read::serve(shard, req.db, now, req.resp3, &w.read, k, from, true) else { return false };
+            if piece.first() == Some(&b'-') {
+                ctx.reply.raw(&piece);
+            } else {
+                ctx.reply.raw(&read::join(req.resp3, &[(0, piece)]));
+            }
+            true
+        }),
     };
     if served && shard.effects.is_some() && out.first() != Some(&b'-') {
         log_pop(core, shard, req, keys, &out);
@@ -91,8 +102,18 @@ fn log_pop(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], r
 /// Whether `key` holds data of the type `req` waits for.
 fn fits(shard: &mut Shard, req: &BlockRequest, key: &[u8], now: u64) -> bool {
     match shard.dbs[req.db].find(key, now).map(|e| &e.value) {
-        Some(Value::List(l)) => !l.is_empty() && !req.op.wants_zset(),
+        Some(Value::List(l)) => !l.is_empty() && !req.op.wants_zset() && !req.op.wants_stream(),
         Some(Value::ZSet(_)) => req.op.wants_zset(),
+        Some(Value::Stream(s)) => match &req.op {
+            BlockOp::XRead(w) | BlockOp::NotifyStream(w) => match (&w.read.group, w.start_of(key)) {
+                (_, None) => false,
+                // A destroyed group is an answer too (NOGROUP).
+                (Some((g, _)), _) => s.groups.get(g.as_slice()).is_none_or(|g| s.last_id > g.last_id),
+                (None, Some(read::From::After(id))) => s.last_id > id,
+                (None, Some(read::From::New)) => false,
+            },
+            _ => false,
+        },
         _ => false,
     }
 }
@@ -136,11 +157,7 @@ impl Core {
         };
         if let Some(reply) = served {
             self.serve_ready();
-            return Some(if matches!(req.op, BlockOp::Notify { .. }) {
-                Response::Notified
-            } else {
-                Response::Served(reply)
-            });
+            return Some(if req.op.is_notify() { Response::Notified } else { Response::Served(reply) });
         }
         let mut shard = self.shard.borrow_mut();
         let mut w = self.blocked.borrow_mut();
@@ -217,11 +234,7 @@ impl Core {
                 };
                 let Some(reply) = served else { break };
                 if let Some(req) = self.forget(id) {
-                    let response = if matches!(req.op, BlockOp::Notify { .. }) {
-                        Response::Notified
-                    } else {
-                        Response::Served(reply)
-                    };
+                    let response = if req.op.is_notify() { Response::Notified } else { Response::Served(reply) };
                     self.deliver_durable(req.origin, req.ticket, response);
                 }
             }

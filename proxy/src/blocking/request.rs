@@ -3,6 +3,7 @@
 
 use crate::coordinator::locks::UnitId;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 /// What a waiter does when one of its keys gets data.
 #[derive(Clone, Debug)]
@@ -20,6 +21,24 @@ pub enum BlockOp {
     ZMPop { max: bool, count: usize },
     /// Only report that a key has data (keys on several shards).
     Notify { zset: bool },
+    /// XREAD/XREADGROUP BLOCK: the read and each key's resolved start.
+    XRead(Arc<XReadWait>),
+    /// XREAD's notify mode: report that a key has entries past its start.
+    NotifyStream(Arc<XReadWait>),
+}
+
+/// A blocked XREAD/XREADGROUP: the parsed read and where each key starts
+/// (`$` resolved when it blocked).
+#[derive(Debug)]
+pub struct XReadWait {
+    pub read: shard::commands::stream::read::XRead,
+    pub starts: Vec<(Vec<u8>, shard::commands::stream::read::From)>,
+}
+
+impl XReadWait {
+    pub fn start_of(&self, key: &[u8]) -> Option<shard::commands::stream::read::From> {
+        self.starts.iter().find(|(k, _)| k == key).map(|(_, f)| *f)
+    }
 }
 
 impl BlockOp {
@@ -28,9 +47,21 @@ impl BlockOp {
         matches!(self, BlockOp::ZPop { .. } | BlockOp::ZMPop { .. } | BlockOp::Notify { zset: true })
     }
 
+    /// Whether the op waits for a stream.
+    pub(crate) fn wants_stream(&self) -> bool {
+        matches!(self, BlockOp::XRead(_) | BlockOp::NotifyStream(_))
+    }
+
+    pub(crate) fn is_notify(&self) -> bool {
+        matches!(self, BlockOp::Notify { .. } | BlockOp::NotifyStream(_))
+    }
+
     /// The same wait, reduced to being told that a key has data.
     pub fn notify(&self) -> BlockOp {
-        BlockOp::Notify { zset: self.wants_zset() }
+        match self {
+            BlockOp::XRead(w) | BlockOp::NotifyStream(w) => BlockOp::NotifyStream(w.clone()),
+            _ => BlockOp::Notify { zset: self.wants_zset() },
+        }
     }
 }
 

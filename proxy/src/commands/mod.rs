@@ -22,6 +22,7 @@ mod scripting;
 pub mod server;
 mod set;
 mod sort;
+mod stream;
 pub mod transactions;
 mod zset;
 
@@ -132,7 +133,16 @@ fn own_unit(spec: &CommandSpec) -> bool {
     scripting::is_script(spec)
         || matches!(
             spec.name,
-            "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" | "bzpopmin" | "bzpopmax" | "bzmpop"
+            "blpop"
+                | "brpop"
+                | "blmove"
+                | "brpoplpush"
+                | "blmpop"
+                | "bzpopmin"
+                | "bzpopmax"
+                | "bzmpop"
+                | "xread"
+                | "xreadgroup"
         )
 }
 
@@ -151,6 +161,7 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
     match spec.name {
         "blpop" | "brpop" | "blmove" | "brpoplpush" | "blmpop" => return list::blocking(conn, spec.name, args).await,
         "bzpopmin" | "bzpopmax" | "bzmpop" => return zset::blocking(conn, spec.name, args).await,
+        "xread" | "xreadgroup" => return stream::xread(conn, spec.name, args).await,
         "lmove" => list::lmove(conn, args, false).await,
         "rpoplpush" => list::lmove(conn, args, true).await,
         "lmpop" => list::lmpop(conn, args).await,

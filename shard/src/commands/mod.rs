@@ -17,6 +17,7 @@ pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod transactions;
 pub mod zset;
@@ -115,6 +116,8 @@ impl StoreKey {
         found
     }
 }
+/// `keynum.0` marking keys that follow a STREAMS keyword.
+pub const STREAMS_KEYWORD: u8 = u8::MAX;
 
 pub struct CommandSpec {
     /// Lower case, as `COMMAND` reports it (`client|setname` for subcommands).
@@ -160,7 +163,13 @@ impl CommandSpec {
         let (first, step) = (first.max(0) as usize, step.max(1) as usize);
         let end = if first == 0 { 0 } else { (last + 1).max(0) as usize };
         let (at, from) = (self.keynum.0 as usize, self.keynum.1 as usize);
-        let counted = if at == 0 || at >= argc {
+        let counted = if at == STREAMS_KEYWORD as usize {
+            // XREAD/XREADGROUP: half of what follows STREAMS.
+            match (1..argc).find(|&i| args.is(i, "streams")) {
+                Some(i) if (argc - i - 1).is_multiple_of(2) => i + 1..i + 1 + (argc - i - 1) / 2,
+                _ => 0..0,
+            }
+        } else if at == 0 || at >= argc {
             0..0
         } else {
             match crate::args::parse_i64(args.get(at)) {
@@ -174,6 +183,12 @@ impl CommandSpec {
     /// The same spec with a destination key named by a keyword.
     pub const fn with_store_key(mut self, store: StoreKey) -> Self {
         self.store_key = store;
+        self
+    }
+
+    /// The same spec with its keys after the STREAMS keyword (XREAD).
+    pub const fn with_streams_keys(mut self) -> Self {
+        self.keynum = (STREAMS_KEYWORD, 0);
         self
     }
 
@@ -245,6 +260,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     geo::COMMANDS,
     sort::COMMANDS,
     lcs::COMMANDS,
+    stream::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,
     pubsub::COMMANDS,

@@ -26,7 +26,6 @@ fn canonical(item: Item) -> Item {
 pub fn type_error(at: usize, t: u8) -> RdbError {
     let what = match t {
         kind::MODULE | kind::MODULE_2 => "module values are not supported".to_string(),
-        kind::STREAM_LISTPACKS | kind::STREAM_LISTPACKS_2 | 21 => "stream values are not supported".to_string(),
         _ => "Unknown RDB object type".to_string(),
     };
     RdbError::new(at, format!("{what} (RDB type {t})"))
@@ -34,7 +33,7 @@ pub fn type_error(at: usize, t: u8) -> RdbError {
 
 /// Whether `t` is a value type this reader can decode.
 pub fn is_value_type(t: u8) -> bool {
-    matches!(t, 0..=5 | 9..=14 | 16..=18)
+    matches!(t, 0..=5 | 9..=19 | 21)
 }
 
 /// Reads a value of RDB type `t`; `None` for an empty aggregate, which
@@ -81,6 +80,9 @@ pub fn read_value(input: &mut Input, t: u8, limits: &Limits) -> Result<Option<Va
             let items = if t == kind::HASH_LISTPACK { listpack::parse(&blob) } else { ziplist::parse(&blob) };
             let items = items.map_err(|e| RdbError::new(start, format!("Hash {e}")))?;
             packed_hash(&items, false, limits).map_err(|e| RdbError::new(start, e))?
+        }
+        kind::STREAM_LISTPACKS | kind::STREAM_LISTPACKS_2 | super::stream::STREAM_LISTPACKS_3 => {
+            Some(Value::Stream(Box::new(super::stream::read(input, t)?)))
         }
         _ => return Err(type_error(start.saturating_sub(1), t)),
     };
@@ -129,6 +131,9 @@ pub fn skip_value(input: &mut Input, t: u8) -> Result<()> {
                 }
             }
             Ok(())
+        }
+        kind::STREAM_LISTPACKS | kind::STREAM_LISTPACKS_2 | super::stream::STREAM_LISTPACKS_3 => {
+            super::stream::skip(input, t)
         }
         _ => Err(type_error(input.pos.saturating_sub(1), t)),
     }

@@ -191,6 +191,7 @@ fn value_type(value: &Value) -> u8 {
     match value {
         Value::Int(_) | Value::Emb(_) | Value::Long(_) | Value::Raw(_) => kind::STRING,
         Value::List(_) => kind::LIST_QUICKLIST_2,
+        Value::Stream(_) => kind::STREAM_LISTPACKS_2,
         Value::Set(s) => match **s {
             Set::Ints(_) => kind::SET_INTSET,
             Set::Pack(_) | Set::Table(_) => kind::SET,
@@ -213,6 +214,7 @@ fn write_value_body(out: &mut Vec<u8>, value: &Value, opts: &SaveOptions) {
         Value::Long(b) => write_string(out, b, opts),
         Value::Raw(v) => write_string(out, v, opts),
         Value::List(l) => write_list(out, l, opts),
+        Value::Stream(s) => super::stream::write(out, s, opts),
         Value::Set(s) => write_set(out, s, opts),
         Value::ZSet(z) => write_zset(out, z, opts),
         Value::Hash(h) => write_hash(out, h, opts),

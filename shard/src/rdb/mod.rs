@@ -15,6 +15,7 @@ pub mod listpack;
 pub mod lzf;
 mod payload;
 mod reader;
+mod stream;
 pub mod ziplist;
 pub mod zipmap;
 

@@ -321,8 +321,14 @@ fn old_encodings_load() {
     assert!(restore_body(&body).unwrap_err().message.contains("Duplicate"));
     let body = [kind::HASH, 2, 1, b'a', 1, b'1', 1, b'a', 1, b'2'];
     assert!(restore_body(&body).unwrap_err().message.contains("Duplicate"));
-    // Streams and modules are named.
-    assert!(restore_body(&[kind::STREAM_LISTPACKS, 0]).unwrap_err().message.contains("stream"));
+    // A stream cut short is refused; a stream node that is no stream
+    // listpack too.
+    assert!(restore_body(&[kind::STREAM_LISTPACKS, 0]).is_err());
+    let mut body = vec![kind::STREAM_LISTPACKS_2, 1];
+    encode::write_string(&mut body, &[0u8; 16], &SaveOptions { compress: false });
+    encode::write_string(&mut body, &lp, &SaveOptions { compress: false });
+    body.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 1, 0]);
+    assert!(restore_body(&body).unwrap_err().message.contains("Stream listpack integrity"));
 }
 
 fn restore_body(body: &[u8]) -> Result<Value, RdbError> {

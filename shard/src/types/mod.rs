@@ -8,4 +8,5 @@ pub mod list;
 pub mod pack;
 pub mod segmap;
 pub mod set;
+pub mod stream;
 pub mod zset;
