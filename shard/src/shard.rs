@@ -34,6 +34,12 @@ pub struct Shard {
     pub(crate) snapshot: crate::snapshot::SnapshotState,
     pub(crate) eviction: crate::evict::Eviction,
     pub(crate) rng: u64,
+    /// Client-side caching: who read what here, BCAST prefixes, pending
+    /// invalidations (`None` until a tracking client reads here).
+    pub tracking: Option<Box<crate::tracking::TrackingTable>>,
+    /// The tracking client whose command runs now (set around each
+    /// command by the proxy; 0 for a client without tracking).
+    pub caller: crate::tracking::Caller,
 }
 
 impl Shard {
@@ -53,6 +59,8 @@ impl Shard {
             snapshot: Default::default(),
             eviction: Default::default(),
             rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ unix_ms(),
+            tracking: None,
+            caller: Default::default(),
         };
         shard.apply_config();
         shard
