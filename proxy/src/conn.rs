@@ -3,20 +3,23 @@
 
 use crate::blocking;
 use crate::clients::ClientInfo;
-use crate::commands::transactions;
+use crate::commands::{pubsub, transactions};
 use crate::core::{Core, CoreStats};
 use crate::log;
 use crate::persistence::aof::durable;
 use crate::pipeline::Pipeline;
+use crate::push::PushQueue;
 use crate::replication::handoff::SyncRequest;
 use crate::replication::sync::{serve_replica, Peer};
 use crate::resp::{Limits, Parsed, RequestParser};
 use crate::session::{ConnState, Connection, Port};
 use crate::stream::ClientStream;
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use shard::Args;
 use std::cell::RefCell;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 const READ_CHUNK: usize = 16 * 1024;
@@ -132,6 +135,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 user: default_user,
                 acl_generation: core.acl.generation.get(),
                 in_exec: false,
+                push: None,
+                subscriptions: Default::default(),
             },
             now: 0,
             last_cmd: "NULL",
@@ -140,6 +145,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         drop(view);
         conn.run(&mut stream).await;
         Box::pin(transactions::forget_watches(&mut conn)).await;
+        pubsub::forget(&mut conn);
         core.clients.borrow_mut().list.remove(registry_key);
     }
     let _ = stream.close().await;
@@ -160,8 +166,15 @@ impl Connection {
                     // Idle: the read buffer goes back to the core's pool
                     // until input arrives.
                     give_back_read_buffer(std::mem::take(&mut buf));
-                    if !stream.readable().await {
-                        return;
+                    match readable_or_push(stream, self.state.push.as_deref()).await {
+                        Some(true) => {}
+                        Some(false) => return,
+                        None => {
+                            if !self.send_pushes(stream).await {
+                                return;
+                            }
+                            continue;
+                        }
                     }
                     buf = take_read_buffer();
                 } else if filled == buf.len() {
@@ -171,7 +184,19 @@ impl Connection {
                     let limit = self.core.config().client_query_buffer_limit as usize;
                     buf.resize((buf.len() * 2).min(limit.saturating_add(1)).max(filled + 1), 0);
                 }
-                let n = match stream.read(&mut buf[filled..]).await {
+                let read = match self.state.push.clone() {
+                    None => stream.read(&mut buf[filled..]).await,
+                    Some(queue) => match read_or_push(stream, &queue, &mut buf[filled..]).await {
+                        Some(read) => read,
+                        None => {
+                            if !self.send_pushes(stream).await {
+                                return;
+                            }
+                            continue;
+                        }
+                    },
+                };
+                let n = match read {
                     Ok(0) | Err(_) => return,
                     Ok(n) => n,
                 };
@@ -194,6 +219,8 @@ impl Connection {
             let mut commands = 0u64;
             let mut blocked = None;
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
+            // Pushes that came before these commands go out before their replies.
+            self.take_pushes();
             loop {
                 let limits = Limits { proto_max_bulk_len, unauthenticated: !self.state.authenticated };
                 match parser.next(&buf[..filled], &limits) {
@@ -233,6 +260,7 @@ impl Connection {
                 }
             }
             CoreStats::add(&self.core.stats.commands, commands);
+            self.take_pushes();
             if !self.send_replies(stream).await {
                 return;
             }
@@ -283,11 +311,39 @@ impl Connection {
         }
     }
 
+    /// Moves waiting pushes (Pub/Sub messages...) into the output, after
+    /// the replies so far.
+    fn take_pushes(&mut self) {
+        if let Some(queue) = self.state.push.clone() {
+            if !queue.is_empty() {
+                self.pipeline.local(|out| queue.take_into(out));
+            }
+        }
+    }
+
+    /// Sends the pushes that woke an idle connection. False when it is to
+    /// be closed (it went over its output buffer limit while waiting).
+    async fn send_pushes(&mut self, stream: &mut ClientStream) -> bool {
+        if self.state.push.as_ref().is_some_and(|q| q.overflowed.get()) {
+            return false;
+        }
+        self.take_pushes();
+        self.send_replies(stream).await
+    }
+
     /// Queues `pipeline.out` on the socket, under the output buffer limit.
     async fn write_out(&mut self, stream: &mut ClientStream) -> bool {
         let len = self.pipeline.out.len();
         loop {
-            let held = self.pipeline.held_bytes() + stream.pending_output();
+            let mut held = self.pipeline.held_bytes() + stream.pending_output();
+            if let Some(queue) = &self.state.push {
+                // Pushes arriving while this write waits count with it.
+                queue.held_by_conn.set(held);
+                if queue.overflowed.get() {
+                    return false;
+                }
+                held += queue.len();
+            }
             let Some(soft_deadline) = self.output_limit_check(held) else {
                 return false;
             };
@@ -314,6 +370,9 @@ impl Connection {
             }
         }
         self.set_registry_omem(stream.pending_output());
+        if let Some(queue) = &self.state.push {
+            queue.held_by_conn.set(stream.pending_output());
+        }
         CoreStats::add(&self.core.stats.net_output_bytes, len as u64);
         self.pipeline.out.clear();
         if self.pipeline.out.capacity() > OUTPUT_HIGH_WATER {
@@ -327,7 +386,10 @@ impl Connection {
     /// (logged as Redis does), else when a soft limit would be passed for
     /// long enough if the output stays.
     fn output_limit_check(&mut self, held: usize) -> Option<Option<Instant>> {
-        let limit = self.core.config().client_output_buffer_limit.normal;
+        let limits = self.core.config().client_output_buffer_limit;
+        // A subscribed client is held to the pubsub class (Redis's getClientType).
+        let subscribed = self.state.push.as_ref().is_some_and(|q| q.subscribed.get());
+        let limit = if subscribed { limits.pubsub } else { limits.normal };
         let held = held as u64;
         let now = Instant::now();
         let hard = limit.hard > 0 && held >= limit.hard;
@@ -393,6 +455,31 @@ impl Connection {
             c.multi = self.state.multi.as_ref().map_or((-1, 0), |q| q.size());
         }
     }
+}
+
+/// Waits for input (true), the end of the socket (false) or, with a push
+/// queue, pushes to send (`None`), holding no read buffer.
+async fn readable_or_push(stream: &ClientStream, push: Option<&PushQueue>) -> Option<bool> {
+    let Some(queue) = push else { return Some(stream.readable().await) };
+    std::future::poll_fn(|cx| {
+        if queue.poll_ready(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        stream.poll_readable(cx).map(Some)
+    })
+    .await
+}
+
+/// Reads into `buf`, or returns `None` first when pushes wait (nothing is
+/// read then: the read is simply not polled again).
+async fn read_or_push(stream: &mut ClientStream, queue: &PushQueue, buf: &mut [u8]) -> Option<std::io::Result<usize>> {
+    std::future::poll_fn(|cx| {
+        if queue.poll_ready(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut *stream).poll_read(cx, buf).map(Some)
+    })
+    .await
 }
 
 /// Bytes as Redis's sdscatrepr shows them in log lines.

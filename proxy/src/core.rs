@@ -13,6 +13,8 @@ use crate::coordinator::locks::LockTable;
 use crate::mesh::{Mesh, Response};
 use crate::persistence::aof::state::Aof;
 use crate::persistence::status::{CoreSave, SaveStatus};
+use crate::pubsub::state::Subscriptions;
+use crate::push::queue::PushRegistry;
 use crate::replication::state::ReplState;
 use crate::slot::key_slot;
 use shard::commands::all;
@@ -217,6 +219,10 @@ pub struct Core {
     pub repl: ReplState,
     /// This core's copy of the ACL users and its part of the ACL log.
     pub acl: AclState,
+    /// Push queues of this core's connections, pushes for other cores'.
+    pub push: PushRegistry,
+    /// Pub/Sub: this core's subscribers, the other cores' summaries.
+    pub pubsub: RefCell<Subscriptions>,
 }
 
 impl Core {
@@ -241,6 +247,8 @@ impl Core {
             turn_clock: Cell::new(None),
             locks: Default::default(),
             repl: Default::default(),
+            push: Default::default(),
+            pubsub: RefCell::new(Subscriptions::new(shard.count)),
             index: shard.index,
             count: shard.count,
             cluster: RefCell::new(Rc::new(cluster)),

@@ -5,9 +5,10 @@
 use crate::coordinator::locks::blocked;
 use crate::core::Core;
 use crate::mesh::{Batch, BatchReply, REPLY_CAP};
+use crate::pubsub::fanout::publish_op;
 use shard::commands::flags::WRITE;
 use shard::commands::{execute, Ctx};
-use shard::{Args, CommandSpec, Reply};
+use shard::{Args, CommandSpec, Reply, Route};
 
 impl Core {
     /// Runs one command on this core's shard, appending its reply to `out`.
@@ -52,6 +53,15 @@ impl Core {
             if !locks.is_idle() && blocked(&locks, op.spec, op.db as usize, &args, batch.unit) {
                 done = false;
                 break;
+            }
+            if op.spec.route == Route::Proxy {
+                // PUBLISH / SPUBLISH: this core's subscribers, not the shard
+                // (whose configuration the pushes read).
+                drop(shard);
+                publish_op(self, op.spec, &args, &mut reply.data);
+                reply.ends.push(reply.data.len() as u32);
+                shard = self.shard.borrow_mut();
+                continue;
             }
             let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
             execute(op.spec, &mut shard, &mut ctx, args);

@@ -19,6 +19,8 @@ pub mod mesh;
 pub mod metrics;
 pub mod persistence;
 pub mod pipeline;
+pub mod pubsub;
+pub mod push;
 pub mod replication;
 pub mod resp;
 pub mod ring;

@@ -162,6 +162,37 @@ impl Pipeline {
         });
     }
 
+    /// An integer reply summed from `local` (this core's part, already
+    /// done) and the replies of the whole command sent to each of `shards`
+    /// (PUBLISH reaching the cores with subscribers).
+    pub fn sum_with_remote(
+        &mut self,
+        local: usize,
+        shards: &[usize],
+        spec: &'static CommandSpec,
+        db: usize,
+        resp3: bool,
+        args: &Args,
+    ) {
+        self.enter_parts();
+        let first_piece = self.pieces.len() as u32;
+        let start = self.out.len() as u32;
+        self.out.push(b':');
+        self.out.extend_from_slice(itoa::Buffer::new().format(local).as_bytes());
+        self.out.extend_from_slice(b"\r\n");
+        self.pieces.push((u16::MAX, Piece::Local(start, self.out.len() as u32)));
+        for &shard in shards {
+            let op = self.batch(shard).push(spec, db, resp3, args.iter());
+            self.pieces.push((shard as u16, Piece::Remote(shard as u16, op)));
+        }
+        let keys = self.key_shards.len() as u32;
+        self.parts.push(Part::Merge {
+            merge: Merge::Sum,
+            pieces: (first_piece, self.pieces.len() as u32),
+            keys: (keys, keys),
+        });
+    }
+
     /// Sends the batches, waits for every remote reply and puts all replies
     /// in order into `out`.
     pub async fn flush(&mut self, core: &Rc<Core>) {

@@ -199,6 +199,13 @@ impl Connection {
                 return None;
             }
         }
+        // RESP2 with subscriptions: Redis's subscribed context.
+        if self.state.subscriptions.total() > 0
+            && !self.state.resp3
+            && commands::pubsub::refused_in_context(self, spec, &args)
+        {
+            return None;
+        }
         if self.cluster && self.redirected(spec, &args) {
             if let Some(q) = &mut self.state.multi {
                 q.failed = true;

@@ -7,6 +7,8 @@ use crate::acl::user::User;
 use crate::cluster::Owner;
 use crate::core::Core;
 use crate::pipeline::Pipeline;
+use crate::pubsub::state::ConnSubscriptions;
+use crate::push::queue::PushQueue;
 use crate::replication::handoff::{ReplicaHello, SyncRequest};
 use crate::slot::key_slot;
 use shard::{Args, CommandSpec, Merge, Route};
@@ -50,6 +52,11 @@ pub struct ConnState {
     pub unrestricted: bool,
     /// EXEC is running the queued commands (ACL's "rules changed" error).
     pub in_exec: bool,
+    /// Where pushes for this connection wait (Pub/Sub messages, tracking
+    /// invalidations, MONITOR): created on first need (`push::attach`).
+    pub push: Option<Rc<PushQueue>>,
+    /// Channels, patterns and shard channels subscribed to.
+    pub subscriptions: ConnSubscriptions,
 }
 
 /// Which listener accepted a connection.
@@ -125,6 +132,8 @@ impl Connection {
                 acl_generation: u64::MAX,
                 unrestricted: true,
                 in_exec: false,
+                push: None,
+                subscriptions: Default::default(),
             },
             core,
             now: 0,

@@ -48,11 +48,16 @@ impl ClientStream {
     /// an idle connection holds none. False: closed. The reactor path
     /// reads into its buffer directly.
     pub async fn readable(&self) -> bool {
+        std::future::poll_fn(|cx| self.poll_readable(cx)).await
+    }
+
+    /// [`readable`](Self::readable) as a poll (beside a push queue).
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<bool> {
         match self {
-            ClientStream::Reactor(_) => true,
-            ClientStream::Ring(s) => std::future::poll_fn(|cx| s.poll_readable(cx)).await,
+            ClientStream::Reactor(_) => Poll::Ready(true),
+            ClientStream::Ring(s) => s.poll_readable(cx),
             // rustls may hold decrypted input already: read at once.
-            ClientStream::Tls(_) => true,
+            ClientStream::Tls(_) => Poll::Ready(true),
         }
     }
 

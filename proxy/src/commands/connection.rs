@@ -87,6 +87,9 @@ pub fn hello(conn: &mut Connection, args: Args) {
     }
     if let Some(v) = version {
         conn.state.resp3 = v == 3;
+        if let Some(q) = &conn.state.push {
+            q.resp3.set(v == 3);
+        }
     }
     let id = conn.state.id;
     let mode = if conn.core.cluster().enabled() { "cluster" } else { "standalone" };

@@ -13,6 +13,7 @@ mod introspection;
 mod keys;
 mod list;
 mod persistence;
+pub mod pubsub;
 mod replication;
 pub mod reply;
 mod scripting;
@@ -36,7 +37,10 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "select" => connection::select(conn, args),
         "quit" => connection::quit(conn),
         "reset" if !conn.state.watched.is_empty() => return Some(Deferred::Command(spec)),
-        "reset" => connection::reset(conn),
+        "reset" => {
+            pubsub::reset(conn);
+            connection::reset(conn)
+        }
         "client|id" | "client|getname" | "client|setname" | "client|setinfo" | "client|info" | "client|help" => {
             connection::client(conn, spec, args)
         }
@@ -74,6 +78,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
             }
             None => return Some(Deferred::Command(spec)),
         },
+        _ if pubsub::is_pubsub(spec) => return pubsub::run_now(conn, spec, args),
         _ => return Some(Deferred::Command(spec)),
     }
     None
@@ -82,6 +87,10 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
 /// Runs a deferred command; every earlier reply is already in the output.
 /// A blocking pop that has to wait returns what the connection waits on.
 pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, args: Args<'_>) -> Option<BlockWait> {
+    if pubsub::is_pubsub(spec) {
+        pubsub::run_deferred(conn, spec, args).await;
+        return None;
+    }
     // Keys on several shards: the command runs as one coordinator unit.
     if conn.pipeline.unit.is_none() && !own_unit(spec) {
         let mut footprint = footprint_of(&conn.core, spec, conn.state.db, &args);
@@ -148,6 +157,7 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "unwatch" => transactions::unwatch(conn).await,
         "reset" => {
             transactions::forget_watches(conn).await;
+            pubsub::reset(conn);
             connection::reset(conn);
         }
         "config|set" => server::config_set(conn, args).await,

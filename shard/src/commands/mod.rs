@@ -10,6 +10,7 @@ pub mod hash;
 pub mod hyperloglog;
 pub mod keys;
 pub mod list;
+pub mod pubsub;
 pub mod scripting;
 pub mod server;
 pub mod set;
@@ -192,6 +193,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     zset::COMMANDS,
     transactions::COMMANDS,
     scripting::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// All top-level commands.
