@@ -32,6 +32,28 @@ pub struct ClientInfo {
     pub replica: bool,
     /// The ACL user the connection is authenticated as.
     pub user: Vec<u8>,
+    /// CLIENT TRACKING on: its mode (read by invalidations arriving from
+    /// any shard, CLIENT LIST and TRACKINGINFO).
+    pub tracking: Option<Box<Tracking>>,
+    /// In MONITOR mode (flags=O).
+    pub monitor: bool,
+}
+
+/// A client's CLIENT TRACKING mode.
+#[derive(Clone, Default, Debug)]
+pub struct Tracking {
+    /// The client invalidations go to instead (REDIRECT), 0 for itself.
+    pub redirect: u64,
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    /// CLIENT CACHING yes/no given for the next command (or transaction).
+    pub caching: bool,
+    /// The redirect target was gone when an invalidation was due.
+    pub broken_redirect: bool,
+    /// BCAST prefixes, in Redis's (sorted) order.
+    pub prefixes: Vec<Vec<u8>>,
 }
 
 impl ClientInfo {
@@ -42,10 +64,36 @@ impl ClientInfo {
         FIXED + self.qbuf + self.qbuf_free + self.omem + self.multi.1
     }
 
+    /// CLIENT LIST's flags, in Redis's order (getClientInfoString).
+    fn flags(&self) -> String {
+        let mut f = String::new();
+        if self.monitor {
+            f.push('O');
+        } else if self.replica {
+            f.push('S');
+        }
+        if self.multi.0 >= 0 {
+            f.push('x');
+        }
+        if let Some(t) = &self.tracking {
+            f.push('t');
+            if t.broken_redirect {
+                f.push('R');
+            }
+            if t.bcast {
+                f.push('B');
+            }
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
+    }
+
     /// One line of CLIENT LIST in Redis 7's field order.
     pub fn line(&self, now: Instant) -> String {
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -53,13 +101,7 @@ impl ClientInfo {
             String::from_utf8_lossy(&self.name),
             now.duration_since(self.created).as_secs(),
             now.duration_since(self.last_active).as_secs(),
-            if self.replica {
-                "S"
-            } else if self.multi.0 >= 0 {
-                "x"
-            } else {
-                "N"
-            },
+            self.flags(),
             self.db,
             self.multi.0,
             self.qbuf,
@@ -71,6 +113,7 @@ impl ClientInfo {
             self.total_memory(),
             self.last_cmd,
             String::from_utf8_lossy(&self.user),
+            self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             self.resp,
             String::from_utf8_lossy(&self.lib_name),
             String::from_utf8_lossy(&self.lib_ver),

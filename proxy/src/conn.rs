@@ -103,6 +103,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 multi: (-1, 0),
                 replica: false,
                 user: b"default".to_vec(),
+                tracking: None,
+                monitor: false,
             });
             (id, key)
         };
@@ -137,6 +139,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 in_exec: false,
                 push: None,
                 subscriptions: Default::default(),
+                tracking: false,
             },
             now: 0,
             last_cmd: "NULL",
@@ -145,6 +148,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         drop(view);
         conn.run(&mut stream).await;
         Box::pin(transactions::forget_watches(&mut conn)).await;
+        Box::pin(crate::commands::leave_push_modes(&mut conn)).await;
         pubsub::forget(&mut conn);
         core.clients.borrow_mut().list.remove(registry_key);
     }

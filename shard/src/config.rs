@@ -733,7 +733,8 @@ pub static PARAMS: &[Param] = &[
         })?
     }),
     param!("tracking-table-max-keys", true, |c| c.tracking_table_max_keys.to_string(), |c, v| c
-        .tracking_table_max_keys = int_in(v, 0, i64::MAX)? as u64),
+        .tracking_table_max_keys =
+        int_in(v, 0, i64::MAX)? as u64),
     param!("maxmemory-samples", true, |c| c.maxmemory_samples.to_string(), |c, v| c.maxmemory_samples =
         int_in(v, 1, i32::MAX as i64)? as u64),
     param!("maxmemory-eviction-tenacity", true, |c| c.maxmemory_eviction_tenacity.to_string(), |c, v| c

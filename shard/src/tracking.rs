@@ -186,7 +186,10 @@ pub fn after_command(
                 table.invalidate(args.get(i), caller.id());
             }
         }
-    } else if spec.has_flag(flags::READONLY) && caller.remembers() && !matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro") {
+    } else if spec.has_flag(flags::READONLY)
+        && caller.remembers()
+        && !matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+    {
         for i in spec.key_indexes(args) {
             table.remember(args.get(i), caller.id());
         }

@@ -50,6 +50,8 @@ pub struct CoreReport {
     /// (keys written, keys at the cut) of a running snapshot.
     pub save_keys: (u64, u64),
     pub scripts: crate::scripting::Usage,
+    /// CLIENT TRACKING: (clients here, keys, items, prefixes of this shard).
+    pub tracking: (u64, u64, u64, u64),
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -94,6 +96,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         dirty: shard.dirty,
         save_keys: shard.snapshot_progress(),
         scripts: crate::scripting::usage(),
+        tracking: crate::tracking::report(core, &shard),
     }
 }
 
@@ -192,7 +195,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
         let max_output = reports.iter().map(|r| r.max_output_buffer).max().unwrap_or(0);
         section(
             "Clients",
-            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{max_input}\r\nclient_recent_max_output_buffer:{max_output}\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:{blocked}\r\n", config.maxclients),
+            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{max_input}\r\nclient_recent_max_output_buffer:{max_output}\r\nblocked_clients:{blocked}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{blocked}\r\n", config.maxclients, sum(|r| r.tracking.0)),
         );
     }
     if want("memory") {
@@ -227,7 +230,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 sum(|r| r.commands),
                 sum(|r| r.ops_per_sec),
@@ -241,6 +244,10 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
                 sum(|r| r.evicted),
                 sum(|r| r.hits),
                 sum(|r| r.misses),
+                sum(|r| r.tracking.1),
+                sum(|r| r.tracking.2),
+                // Every shard holds every BCAST prefix.
+                reports.iter().map(|r| r.tracking.3).max().unwrap_or(0),
                 sum(|r| r.hops_sent),
                 sum(|r| r.remote_commands),
             ),
