@@ -43,7 +43,8 @@ pub fn before_command(conn: &mut Connection, spec: &CommandSpec) {
         conn.pipeline.caller = Caller::default();
         return;
     };
-    let remember = !t.bcast && !(t.optin && !t.caching) && !(t.optout && t.caching);
+    // OPTIN reads only after CACHING yes; OPTOUT all but after CACHING no.
+    let remember = !t.bcast && (!t.optin || t.caching) && (!t.optout || !t.caching);
     conn.pipeline.caller = Caller::new(conn.state.id, remember);
     if !keeps_caching {
         t.caching = false;
