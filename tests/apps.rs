@@ -107,4 +107,3 @@ macro_rules! app_tests {
 app_tests!(App::Python("locks_and_transactions.py"), redis_py_redis, redis_py_corekv);
 app_tests!(App::Node("redlock.mjs"), node_redlock_redis, node_redlock_corekv);
 app_tests!(App::Node("rate-limiter.mjs"), node_rate_limiter_redis, node_rate_limiter_corekv);
-app_tests!(App::Python("client_tracking.py"), redis_py_tracking_redis, redis_py_tracking_corekv);

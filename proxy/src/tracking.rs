@@ -124,6 +124,8 @@ fn flushed_here(core: &Rc<Core>) {
         clients.list.iter().filter_map(|(_, c)| c.tracking.as_ref().map(|t| (c.id, t.redirect, c.resp == 3))).collect()
     };
     for (id, redirect, resp3) in targets {
+        // The queue follows HELLO at once; the registry at the next read.
+        let resp3 = core.push.get(id).map_or(resp3, |q| q.resp3.get());
         // The null is the tracking client's own protocol's.
         let null = if resp3 { b"_\r\n".to_vec() } else { b"$-1\r\n".to_vec() };
         send(core, id, redirect, resp3, null);

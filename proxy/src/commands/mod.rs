@@ -140,12 +140,6 @@ pub async fn leave_push_modes(conn: &mut Connection) {
     monitor::stop(conn).await;
 }
 
-/// The connection's push queue, for invalidations and monitor lines.
-pub fn attach_push(conn: &mut Connection) {
-    let (id, key, resp3) = (conn.state.id, conn.state.registry_key, conn.state.resp3);
-    crate::push::attach(&conn.core, &mut conn.state.push, id, key, resp3);
-}
-
 /// Commands that do not run as a unit over their keys: blocking pops wait
 /// per key; scripts and functions take their own unit (every shard).
 fn own_unit(spec: &CommandSpec) -> bool {

@@ -26,7 +26,8 @@ pub async fn monitor(conn: &mut Connection) {
     if is_monitor(conn) {
         return;
     }
-    crate::commands::attach_push(conn);
+    let (id, key, resp3) = (conn.state.id, conn.state.registry_key, conn.state.resp3);
+    crate::push::attach(&conn.core, &mut conn.state.push, id, key, resp3);
     set_flag(conn, true);
     let id = conn.state.id;
     call_all(&conn.core, move |core| core.monitors.borrow_mut().push(id)).await;

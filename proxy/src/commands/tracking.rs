@@ -148,7 +148,8 @@ pub async fn tracking(conn: &mut Connection, args: Args<'_>) {
             table.add_prefixes(id, &added);
         })
         .await;
-        crate::commands::attach_push(conn);
+        let (id, key, resp3) = (conn.state.id, conn.state.registry_key, conn.state.resp3);
+        crate::push::attach(&conn.core, &mut conn.state.push, id, key, resp3);
         let caching = current.as_ref().is_some_and(|t| t.caching);
         set_mode(
             conn,
