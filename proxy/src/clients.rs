@@ -35,6 +35,28 @@ pub struct ClientInfo {
     /// Channels, patterns and shard channels subscribed to (sub= psub=
     /// ssub=; flags=P while any).
     pub subscriptions: [usize; 3],
+    /// CLIENT TRACKING on: its mode (read by invalidations arriving from
+    /// any shard, CLIENT LIST and TRACKINGINFO).
+    pub tracking: Option<Box<Tracking>>,
+    /// In MONITOR mode (flags=O).
+    pub monitor: bool,
+}
+
+/// A client's CLIENT TRACKING mode.
+#[derive(Clone, Default, Debug)]
+pub struct Tracking {
+    /// The client invalidations go to instead (REDIRECT), 0 for itself.
+    pub redirect: u64,
+    pub bcast: bool,
+    pub optin: bool,
+    pub optout: bool,
+    pub noloop: bool,
+    /// CLIENT CACHING yes/no given for the next command (or transaction).
+    pub caching: bool,
+    /// The redirect target was gone when an invalidation was due.
+    pub broken_redirect: bool,
+    /// BCAST prefixes, in Redis's (sorted) order.
+    pub prefixes: Vec<Vec<u8>>,
 }
 
 impl ClientInfo {
@@ -50,21 +72,39 @@ impl ClientInfo {
         self.subscriptions.iter().any(|&n| n > 0)
     }
 
-    /// CLIENT LIST's flags, in Redis's order.
-    fn flags(&self) -> &'static str {
-        match (self.replica, self.pubsub(), self.multi.0 >= 0) {
-            (true, _, _) => "S",
-            (false, true, true) => "Px",
-            (false, true, false) => "P",
-            (false, false, true) => "x",
-            (false, false, false) => "N",
+    /// CLIENT LIST's flags, in Redis's order (getClientInfoString).
+    fn flags(&self) -> String {
+        let mut f = String::new();
+        if self.monitor {
+            f.push('O');
+        } else if self.replica {
+            f.push('S');
         }
+        if self.pubsub() {
+            f.push('P');
+        }
+        if self.multi.0 >= 0 {
+            f.push('x');
+        }
+        if let Some(t) = &self.tracking {
+            f.push('t');
+            if t.broken_redirect {
+                f.push('R');
+            }
+            if t.bcast {
+                f.push('B');
+            }
+        }
+        if f.is_empty() {
+            f.push('N');
+        }
+        f
     }
 
     /// One line of CLIENT LIST in Redis 7's field order.
     pub fn line(&self, now: Instant) -> String {
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -87,6 +127,7 @@ impl ClientInfo {
             self.total_memory(),
             self.last_cmd,
             String::from_utf8_lossy(&self.user),
+            self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             self.resp,
             String::from_utf8_lossy(&self.lib_name),
             String::from_utf8_lossy(&self.lib_ver),

@@ -104,6 +104,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 replica: false,
                 user: b"default".to_vec(),
                 subscriptions: [0; 3],
+                tracking: None,
+                monitor: false,
             });
             (id, key)
         };
@@ -138,6 +140,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 in_exec: false,
                 push: None,
                 subscriptions: Default::default(),
+                tracking: false,
             },
             now: 0,
             last_cmd: "NULL",
@@ -146,6 +149,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         drop(view);
         conn.run(&mut stream).await;
         Box::pin(transactions::forget_watches(&mut conn)).await;
+        Box::pin(crate::commands::leave_push_modes(&mut conn)).await;
         pubsub::forget(&mut conn);
         core.clients.borrow_mut().list.remove(registry_key);
     }

@@ -223,6 +223,9 @@ pub struct Core {
     pub push: PushRegistry,
     /// Pub/Sub: this core's subscribers, the other cores' summaries.
     pub pubsub: RefCell<Subscriptions>,
+    /// Every MONITOR client's id (on any core): commands executed here are
+    /// fed to them (`monitor.rs`); empty costs one branch per command.
+    pub monitors: RefCell<Vec<u64>>,
 }
 
 impl Core {
@@ -238,6 +241,7 @@ impl Core {
         let commands = CommandTable::with_renames(&shard.config.rename_commands).unwrap_or_default();
         Core {
             acl,
+            monitors: Default::default(),
             blocked: Default::default(),
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),

@@ -8,13 +8,37 @@ use crate::mesh::{Batch, BatchReply, REPLY_CAP};
 use crate::pubsub::fanout::publish_op;
 use shard::commands::flags::WRITE;
 use shard::commands::{execute, Ctx};
+use shard::tracking::Caller;
 use shard::{Args, CommandSpec, Reply, Route};
 
 impl Core {
     /// Runs one command on this core's shard, appending its reply to `out`.
     #[inline]
+    /// Scripts' commands take this door: MONITOR shows them as `lua`.
     pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
+        let line =
+            if self.monitored() { crate::monitor::line(spec, db, crate::monitor::Origin::Lua, &args) } else { None };
+        self.execute_local_as(Caller::default(), spec, db, resp3, now, args, out);
+        if let Some(line) = line {
+            self.feed_monitors(&line);
+        }
+    }
+
+    /// `execute_local` for a client with CLIENT TRACKING (`caller`).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn execute_local_as(
+        &self,
+        caller: Caller,
+        spec: &CommandSpec,
+        db: usize,
+        resp3: bool,
+        now: u64,
+        args: Args,
+        out: &mut Vec<u8>,
+    ) {
         let mut shard = self.shard.borrow_mut();
+        shard.caller = caller;
         // maxmemory: evict before a write, never inside a unit's keys.
         if shard.config.maxmemory != 0 && spec.has_flag(WRITE) && self.locks.borrow().is_idle() {
             shard.make_room(now);
@@ -22,7 +46,12 @@ impl Core {
         let mut ctx = Ctx { db, now, reply: Reply::new(out, resp3) };
         execute(spec, &mut shard, &mut ctx, args);
         let (ready, notified) = (!shard.ready.is_empty(), shard.notify_mask != 0);
+        shard.caller = Caller::default();
+        let invalidated = shard.tracking.as_ref().is_some_and(|t| !t.out.is_empty());
         drop(shard);
+        if invalidated {
+            self.send_invalidations();
+        }
         if ready {
             self.serve_ready();
         }
@@ -48,6 +77,7 @@ impl Core {
         }
         let mut done = true;
         let capped = batch.unit.is_none();
+        let ran_from = reply.next_op();
         for op in &batch.ops[reply.next_op()..] {
             if capped && reply.data.len() >= REPLY_CAP {
                 break;
@@ -67,11 +97,25 @@ impl Core {
                 continue;
             }
             let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
+            shard.caller = op.caller;
             execute(op.spec, &mut shard, &mut ctx, args);
             reply.ends.push(reply.data.len() as u32);
         }
         let notified = shard.notify_mask != 0;
+        shard.caller = Caller::default();
+        let invalidated = shard.tracking.as_ref().is_some_and(|t| !t.out.is_empty());
         drop((shard, locks));
+        // MONITOR: the lines of what ran, in the order it ran.
+        if self.monitored() {
+            for op in &batch.ops[ran_from..reply.next_op()] {
+                if let Some(line) = &op.monitor {
+                    self.feed_monitors(line);
+                }
+            }
+        }
+        if invalidated {
+            self.send_invalidations();
+        }
         self.serve_ready();
         if notified {
             crate::notify::drain(self);

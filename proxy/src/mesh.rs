@@ -14,6 +14,7 @@
 use crate::blocking::request::BlockRequest;
 use crate::coordinator::locks::{DbKey, UnitId};
 use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
+use shard::tracking::Caller;
 use shard::{Args, CommandSpec};
 use slab::Slab;
 use std::any::Any;
@@ -30,6 +31,10 @@ pub struct Op {
     pub resp3: bool,
     /// (first, count) into the batch's `ranges`.
     pub args: (u32, u32),
+    /// The sender's CLIENT TRACKING identity (0: not tracking).
+    pub caller: Caller,
+    /// Its MONITOR line, fed by the owner once it ran (`monitor.rs`).
+    pub monitor: Option<Box<[u8]>>,
 }
 
 /// Commands for one shard, their arguments copied into one buffer.
@@ -63,6 +68,7 @@ impl Batch {
         spec: &'static CommandSpec,
         db: usize,
         resp3: bool,
+        caller: Caller,
         args: impl Iterator<Item = &'a [u8]>,
     ) -> u32 {
         let first = self.ranges.len() as u32;
@@ -71,7 +77,14 @@ impl Batch {
             self.data.extend_from_slice(a);
             self.ranges.push((s, self.data.len() as u32));
         }
-        self.ops.push(Op { spec, db: db as u16, resp3, args: (first, self.ranges.len() as u32 - first) });
+        self.ops.push(Op {
+            spec,
+            db: db as u16,
+            resp3,
+            args: (first, self.ranges.len() as u32 - first),
+            caller,
+            monitor: None,
+        });
         self.ops.len() as u32 - 1
     }
 

@@ -55,6 +55,10 @@ pub struct Pipeline {
     pub unit: Option<UnitId>,
     /// The unit's last shard, still to be locked by its first batch there.
     pub lock_with: Option<LastShard>,
+    /// CLIENT TRACKING: the identity the current command runs with.
+    pub caller: shard::tracking::Caller,
+    /// MONITOR: the current command's line, taken by where it runs.
+    pub monitor_line: Option<Box<[u8]>>,
     /// Since when the output has been over `client-output-buffer-limit`'s
     /// soft limit.
     pub soft_limit_since: Option<std::time::Instant>,
@@ -80,6 +84,8 @@ impl Pipeline {
             ranges: Vec::new(),
             unit: None,
             lock_with: None,
+            caller: Default::default(),
+            monitor_line: None,
             soft_limit_since: None,
         }
     }
@@ -117,7 +123,10 @@ impl Pipeline {
         args: impl Iterator<Item = &'a [u8]>,
     ) {
         self.enter_parts();
-        let op = self.batch(shard).push(spec, db, resp3, args);
+        let (caller, line) = (self.caller, self.monitor_line.take());
+        let batch = self.batch(shard);
+        let op = batch.push(spec, db, resp3, caller, args);
+        batch.ops[op as usize].monitor = line;
         self.parts.push(Part::One(Piece::Remote(shard as u16, op)));
     }
 
@@ -145,11 +154,19 @@ impl Pipeline {
                 self.ranges.push(args.ranges()[0]);
                 self.ranges.extend(indexes.iter().map(|&i| args.ranges()[i]));
                 let start = self.out.len() as u32;
-                core.execute_local(spec, db, resp3, now, Args::new(args.buf(), &self.ranges), &mut self.out);
+                let args = Args::new(args.buf(), &self.ranges);
+                core.execute_local_as(self.caller, spec, db, resp3, now, args, &mut self.out);
+                if let Some(line) = self.monitor_line.take() {
+                    core.feed_monitors(&line);
+                }
                 Piece::Local(start, self.out.len() as u32)
             } else {
                 let parts = std::iter::once(args.get(0)).chain(indexes.iter().map(|&i| args.get(i)));
-                Piece::Remote(*shard as u16, self.batch(*shard).push(spec, db, resp3, parts))
+                let (caller, line) = (self.caller, self.monitor_line.take());
+                let batch = self.batch(*shard);
+                let op = batch.push(spec, db, resp3, caller, parts);
+                batch.ops[op as usize].monitor = line;
+                Piece::Remote(*shard as u16, op)
             };
             self.pieces.push((*shard as u16, piece));
         }
@@ -182,7 +199,7 @@ impl Pipeline {
         self.out.extend_from_slice(b"\r\n");
         self.pieces.push((u16::MAX, Piece::Local(start, self.out.len() as u32)));
         for &shard in shards {
-            let op = self.batch(shard).push(spec, db, resp3, args.iter());
+            let op = self.batch(shard).push(spec, db, resp3, Default::default(), args.iter());
             self.pieces.push((shard as u16, Piece::Remote(shard as u16, op)));
         }
         let keys = self.key_shards.len() as u32;

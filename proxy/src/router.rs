@@ -39,7 +39,13 @@ impl Connection {
                     self.exec(args).await;
                     return None;
                 }
-                Deferred::Command(spec) => return commands::run_deferred(self, spec, args).await,
+                Deferred::Command(spec) => {
+                    let blocked = commands::run_deferred(self, spec, args).await;
+                    if self.core.monitored() {
+                        commands::monitor::after_deferred(self, spec, &args);
+                    }
+                    return blocked;
+                }
             }
         }
     }
@@ -48,7 +54,12 @@ impl Connection {
     /// queued commands then run through this router, each reply as its own
     /// command's, in one array.
     async fn exec(&mut self, args: Args<'_>) {
-        let Some(exec) = transactions::exec_begin(self, args).await else { return };
+        let Some(exec) = transactions::exec_begin(self, args).await else {
+            if self.core.monitored() {
+                commands::monitor::exec_done(self, &args);
+            }
+            return;
+        };
         if let Some(q) = &exec.queued {
             let resp3 = self.state.resp3;
             self.pipeline.local(|out| shard::Reply::new(out, resp3).array(q.commands.len()));
@@ -73,6 +84,12 @@ impl Connection {
             self.state.in_exec = false;
         }
         transactions::exec_end(self, exec).await;
+        if self.state.tracking {
+            commands::tracking::end_transaction(self);
+        }
+        if self.core.monitored() {
+            commands::monitor::exec_done(self, &args);
+        }
     }
 
     /// While a script on any core runs past `busy-reply-threshold`, Redis's
@@ -227,6 +244,20 @@ impl Connection {
         if !self.core.locks.borrow().is_idle() && self.locked_here(spec, &args) {
             return Some(Deferred::Locked);
         }
+        if self.state.tracking {
+            commands::tracking::before_command(self, spec);
+        }
+        if !self.core.monitored() {
+            return self.route(spec, args);
+        }
+        commands::monitor::prepare(self, spec, &args);
+        let deferred = self.route(spec, args);
+        commands::monitor::finish(self, spec, &args, deferred.is_some());
+        deferred
+    }
+
+    /// Runs or sends a command that passed every check.
+    fn route(&mut self, spec: &'static shard::CommandSpec, args: Args) -> Option<Deferred> {
         let (db, resp3) = (self.state.db, self.state.resp3);
         match spec.route {
             Route::Local => self.run_local(spec, args),

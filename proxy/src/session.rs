@@ -57,6 +57,8 @@ pub struct ConnState {
     pub push: Option<Rc<PushQueue>>,
     /// Channels, patterns and shard channels subscribed to.
     pub subscriptions: ConnSubscriptions,
+    /// CLIENT TRACKING is on (its mode is in the registry entry).
+    pub tracking: bool,
 }
 
 /// Which listener accepted a connection.
@@ -134,6 +136,7 @@ impl Connection {
                 in_exec: false,
                 push: None,
                 subscriptions: Default::default(),
+                tracking: false,
             },
             core,
             now: 0,
@@ -216,8 +219,12 @@ impl Connection {
 
     #[inline]
     pub fn run_local(&mut self, spec: &'static CommandSpec, args: Args) {
-        let (core, db, resp3, now) = (&self.core, self.state.db, self.state.resp3, self.now);
-        self.pipeline.local(|out| core.execute_local(spec, db, resp3, now, args, out));
+        let (core, db, resp3, now, caller) =
+            (&self.core, self.state.db, self.state.resp3, self.now, self.pipeline.caller);
+        self.pipeline.local(|out| core.execute_local_as(caller, spec, db, resp3, now, args, out));
+        if let Some(line) = self.pipeline.monitor_line.take() {
+            self.core.feed_monitors(&line);
+        }
     }
 
     /// The one shard owning every key of the command, `None` if they span

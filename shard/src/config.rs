@@ -123,6 +123,9 @@ pub struct Config {
     pub maxmemory: u64,
     pub maxmemory_policy: crate::evict::Policy,
     pub maxmemory_samples: u64,
+    /// Keys the client-side caching table may hold (0: no limit); each
+    /// shard keeps its share.
+    pub tracking_table_max_keys: u64,
     pub maxmemory_eviction_tenacity: u64,
     pub lfu_log_factor: u64,
     pub lfu_decay_time: u64,
@@ -414,6 +417,7 @@ impl Default for Config {
             maxmemory: 0,
             maxmemory_policy: crate::evict::Policy::NoEviction,
             maxmemory_samples: 5,
+            tracking_table_max_keys: 1_000_000,
             maxmemory_eviction_tenacity: 10,
             lfu_log_factor: 10,
             lfu_decay_time: 1,
@@ -745,6 +749,9 @@ pub static PARAMS: &[Param] = &[
             format!("argument(s) must be one of the following: {}", crate::evict::Policy::NAMES.join(", "))
         })?
     }),
+    param!("tracking-table-max-keys", true, |c| c.tracking_table_max_keys.to_string(), |c, v| c
+        .tracking_table_max_keys =
+        int_in(v, 0, i64::MAX)? as u64),
     param!("maxmemory-samples", true, |c| c.maxmemory_samples.to_string(), |c, v| c.maxmemory_samples =
         int_in(v, 1, i32::MAX as i64)? as u64),
     param!("maxmemory-eviction-tenacity", true, |c| c.maxmemory_eviction_tenacity.to_string(), |c, v| c

@@ -20,6 +20,7 @@ pub mod reply;
 pub mod shard;
 pub mod snapshot;
 pub mod table;
+pub mod tracking;
 pub mod types;
 pub mod value;
 pub mod watch;

@@ -39,6 +39,12 @@ pub struct Shard {
     pub notify_mask: u32,
     /// Events raised since the proxy last drained them.
     pub(crate) outbox: crate::notify::Outbox,
+    /// Client-side caching: who read what here, BCAST prefixes, pending
+    /// invalidations (`None` until a tracking client reads here).
+    pub tracking: Option<Box<crate::tracking::TrackingTable>>,
+    /// The tracking client whose command runs now (set around each
+    /// command by the proxy; 0 for a client without tracking).
+    pub caller: crate::tracking::Caller,
 }
 
 impl Shard {
@@ -60,6 +66,8 @@ impl Shard {
             rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ unix_ms(),
             notify_mask: 0,
             outbox: Default::default(),
+            tracking: None,
+            caller: Default::default(),
         };
         shard.apply_config();
         shard

@@ -14,6 +14,7 @@ mod introspection;
 mod keys;
 mod lcs;
 mod list;
+pub mod monitor;
 mod persistence;
 pub mod pubsub;
 mod replication;
@@ -23,6 +24,7 @@ pub mod server;
 mod set;
 mod sort;
 mod stream;
+pub mod tracking;
 pub mod transactions;
 mod zset;
 
@@ -39,12 +41,16 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "auth" => connection::auth(conn, args),
         "hello" => connection::hello(conn, args),
         "select" => connection::select(conn, args),
+        "quit" if in_push_mode(conn) => return Some(Deferred::Command(spec)),
         "quit" => connection::quit(conn),
-        "reset" if !conn.state.watched.is_empty() => return Some(Deferred::Command(spec)),
+        "reset" if !conn.state.watched.is_empty() || in_push_mode(conn) => return Some(Deferred::Command(spec)),
         "reset" => {
             pubsub::reset(conn);
             connection::reset(conn)
         }
+        "client|caching" => tracking::caching(conn, args),
+        "client|getredir" => tracking::getredir(conn),
+        "client|trackinginfo" => tracking::trackinginfo(conn),
         "client|id" | "client|getname" | "client|setname" | "client|setinfo" | "client|info" | "client|help" => {
             connection::client(conn, spec, args)
         }
@@ -127,6 +133,18 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
     run_deferred_command(conn, spec, args).await
 }
 
+/// CLIENT TRACKING or MONITOR on: RESET, QUIT and the connection's end
+/// have other cores to tell.
+fn in_push_mode(conn: &Connection) -> bool {
+    conn.state.tracking || conn.core.clients.borrow().list.get(conn.state.registry_key).is_some_and(|c| c.monitor)
+}
+
+/// Tracking off and MONITOR ended (RESET, QUIT, a closed connection).
+pub async fn leave_push_modes(conn: &mut Connection) {
+    tracking::disable(conn).await;
+    monitor::stop(conn).await;
+}
+
 /// Commands that do not run as a unit over their keys: blocking pops wait
 /// per key; scripts and functions take their own unit (every shard).
 fn own_unit(spec: &CommandSpec) -> bool {
@@ -172,9 +190,16 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "unwatch" => transactions::unwatch(conn).await,
         "reset" => {
             transactions::forget_watches(conn).await;
+            leave_push_modes(conn).await;
             pubsub::reset(conn);
             connection::reset(conn);
         }
+        "quit" => {
+            leave_push_modes(conn).await;
+            connection::quit(conn);
+        }
+        "client|tracking" => tracking::tracking(conn, args).await,
+        "monitor" => monitor::monitor(conn).await,
         "config|set" => server::config_set(conn, args).await,
         "config|resetstat" => server::config_resetstat(conn).await,
         "shutdown" => server::shutdown(conn, args).await,

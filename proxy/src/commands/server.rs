@@ -54,6 +54,8 @@ pub struct CoreReport {
     /// Channels, patterns and shard channels with subscribers here that no
     /// lower core has (summed: the distinct names of the server).
     pub pubsub: [usize; 3],
+    /// CLIENT TRACKING: (clients here, keys, items, prefixes of this shard).
+    pub tracking: (u64, u64, u64, u64),
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -99,6 +101,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         save_keys: shard.snapshot_progress(),
         scripts: crate::scripting::usage(),
         pubsub: core.pubsub.borrow().distinct_here(core.index),
+        tracking: crate::tracking::report(core, &shard),
     }
 }
 
@@ -197,7 +200,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
         let max_output = reports.iter().map(|r| r.max_output_buffer).max().unwrap_or(0);
         section(
             "Clients",
-            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{max_input}\r\nclient_recent_max_output_buffer:{max_output}\r\nblocked_clients:{blocked}\r\ntracking_clients:0\r\nclients_in_timeout_table:{blocked}\r\n", config.maxclients),
+            format!("connected_clients:{clients}\r\ncluster_connections:0\r\nmaxclients:{}\r\nclient_recent_max_input_buffer:{max_input}\r\nclient_recent_max_output_buffer:{max_output}\r\nblocked_clients:{blocked}\r\ntracking_clients:{}\r\nclients_in_timeout_table:{blocked}\r\n", config.maxclients, sum(|r| r.tracking.0)),
         );
     }
     if want("memory") {
@@ -232,7 +235,7 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 sum(|r| r.commands),
                 sum(|r| r.ops_per_sec),
@@ -249,6 +252,10 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
                 sum(|r| r.pubsub[0] as u64),
                 sum(|r| r.pubsub[1] as u64),
                 sum(|r| r.pubsub[2] as u64),
+                sum(|r| r.tracking.1),
+                sum(|r| r.tracking.2),
+                // Every shard holds every BCAST prefix.
+                reports.iter().map(|r| r.tracking.3).max().unwrap_or(0),
                 sum(|r| r.hops_sent),
                 sum(|r| r.remote_commands),
             ),

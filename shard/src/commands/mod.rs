@@ -313,6 +313,10 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
     if shard.dbs[ctx.db].watch.is_some() && spec.has_flag(flags::WRITE) {
         touch_watched(shard, spec, ctx.db, &args, &ctx.reply.buf[reply_start..]);
     }
+    // Client-side caching: one branch while no client tracks keys here.
+    if shard.tracking.is_some() || shard.caller.0 != 0 {
+        track(shard, spec, &args, &ctx.reply.buf[reply_start..]);
+    }
     // Any write may hand a blocked client its data (a push, ZADD, a STORE,
     // RENAME onto a watched key); the owner checks the key's type and size.
     if !shard.watched.is_empty() && spec.has_flag(flags::WRITE) {
@@ -328,15 +332,12 @@ pub fn execute(spec: &CommandSpec, shard: &mut Shard, ctx: &mut Ctx, args: Args)
 /// / empty reply from a command for which that means "nothing done", is not
 /// one.
 fn touch_watched(shard: &mut Shard, spec: &CommandSpec, db: usize, args: &Args, reply: &[u8]) {
-    const CHANGED_EVEN_AT_ZERO: &[&str] =
-        &["incr", "decr", "incrby", "decrby", "hincrby", "hset", "zadd", "setbit", "bitfield", "setrange"];
     // Searches and sorts read their source; a STORE's destination is set
     // or removed through `Db`, which touches it.
     if matches!(spec.name, "georadius" | "georadiusbymember" | "geosearchstore" | "sort") {
         return;
     }
-    let nothing = matches!(reply, b":0\r\n" | b"$-1\r\n" | b"*-1\r\n" | b"_\r\n" | b"*0\r\n");
-    if reply.first() == Some(&b'-') || (nothing && !CHANGED_EVEN_AT_ZERO.contains(&spec.name)) {
+    if !changed_something(spec, reply) {
         return;
     }
     if let Some(watch) = &mut shard.dbs[db].watch {
@@ -344,6 +345,29 @@ fn touch_watched(shard: &mut Shard, spec: &CommandSpec, db: usize, args: &Args, 
             watch.touch(args.get(i));
         }
     }
+}
+
+/// Whether a write's reply says it changed something (see `touch_watched`).
+fn changed_something(spec: &CommandSpec, reply: &[u8]) -> bool {
+    const CHANGED_EVEN_AT_ZERO: &[&str] =
+        &["incr", "decr", "incrby", "decrby", "hincrby", "hset", "zadd", "setbit", "bitfield", "setrange"];
+    let nothing = matches!(reply, b":0\r\n" | b"$-1\r\n" | b"*-1\r\n" | b"_\r\n" | b"*0\r\n");
+    !(reply.first() == Some(&b'-') || (nothing && !CHANGED_EVEN_AT_ZERO.contains(&spec.name)))
+}
+
+/// CLIENT TRACKING: reads of a tracking client remembered, changed keys
+/// invalidated (`crate::tracking`).
+#[cold]
+fn track(shard: &mut Shard, spec: &CommandSpec, args: &Args, reply: &[u8]) {
+    let caller = shard.caller;
+    let max_keys = match shard.config.tracking_table_max_keys {
+        0 => 0,
+        max => (max as usize).div_ceil(shard.count).max(1),
+    };
+    let changed = spec.has_flag(flags::WRITE) && changed_something(spec, reply);
+    let index = shard.index;
+    let table = shard.tracking.get_or_insert_with(Default::default);
+    crate::tracking::after_command(table, caller, spec, args, changed, max_keys, index);
 }
 
 /// `ERR wrong number of arguments for '<name>' command`.

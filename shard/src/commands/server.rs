@@ -109,6 +109,10 @@ pub static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("client|list", -2, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|kill", -3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("client|tracking", -3, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|caching", 3, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|getredir", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|trackinginfo", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
 ];
 
 pub static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
@@ -184,6 +188,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("time", 1, LOADING | STALE | FAST, NOKEYS, Local, Some(time)),
     cmd!("bgrewriteaof", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("monitor", 1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("save", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("bgsave", -1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("psync", -3, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),

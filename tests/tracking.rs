@@ -1,0 +1,314 @@
+//! Client-side caching (CLIENT TRACKING) and MONITOR end to end, on two
+//! shards: a key read through one core and written through another
+//! invalidates; RESP3 pushes, RESP2 through REDIRECT to a subscriber
+//! (raw and with redis-py), BCAST, OPTIN, NOLOOP, FLUSHALL's null; MONITOR's
+//! lines against redis-server's for the same commands.
+
+mod common;
+
+use common::{Redis, Server};
+use proxy::resp::skip_value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// A connection reading whole RESP frames as raw bytes (push frames too).
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn new(port: u16) -> Conn {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Conn { stream, buf: Vec::new() }
+    }
+
+    fn send(&mut self, args: &[&str]) {
+        let mut v = format!("*{}\r\n", args.len()).into_bytes();
+        for a in args {
+            v.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+        self.stream.write_all(&v).unwrap();
+    }
+
+    /// The next frame; `None` when nothing comes within `wait`.
+    fn frame_within(&mut self, wait: Duration) -> Option<String> {
+        self.stream.set_read_timeout(Some(wait)).unwrap();
+        loop {
+            if let Some(n) = (!self.buf.is_empty()).then(|| skip_value(&self.buf)).flatten() {
+                let f: Vec<u8> = self.buf.drain(..n).collect();
+                return Some(String::from_utf8_lossy(&f).into_owned());
+            }
+            let mut chunk = [0u8; 4096];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!("closed"),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return None
+                }
+                Err(e) => panic!("read: {e}"),
+            }
+        }
+    }
+
+    fn frame(&mut self) -> String {
+        self.frame_within(Duration::from_secs(10)).expect("a frame")
+    }
+
+    fn cmd(&mut self, args: &[&str]) -> String {
+        self.send(args);
+        self.frame()
+    }
+
+    fn id(&mut self) -> u64 {
+        let r = self.cmd(&["CLIENT", "ID"]);
+        r.trim().trim_start_matches(':').parse().unwrap()
+    }
+
+    /// Nothing pushed: a PING's reply comes first.
+    fn nothing_pushed(&mut self) {
+        assert_eq!(self.cmd(&["PING"]), "+PONG\r\n", "unexpected push");
+    }
+}
+
+fn invalidate(keys: &[&str]) -> String {
+    let mut s = format!(">2\r\n$10\r\ninvalidate\r\n*{}\r\n", keys.len());
+    for k in keys {
+        s.push_str(&format!("${}\r\n{k}\r\n", k.len()));
+    }
+    s
+}
+
+/// A connection accepted by core `core` (ids interleave the cores').
+fn conn_on_core(port: u16, core: u64, cores: u64) -> Conn {
+    for _ in 0..200 {
+        let mut c = Conn::new(port);
+        let id = c.id();
+        if (id - 1) % cores == core {
+            return c;
+        }
+    }
+    panic!("no connection landed on core {core}");
+}
+
+/// The shard owning `key`, from INFO shards' key counts.
+fn owner(admin: &mut Conn, key: &str) -> usize {
+    let counts = |c: &mut Conn| -> Vec<u64> {
+        let info = c.cmd(&["INFO", "shards"]);
+        info.lines()
+            .filter(|l| l.starts_with("shard"))
+            .map(|l| l.split(",keys=").nth(1).unwrap().split(',').next().unwrap().parse().unwrap())
+            .collect()
+    };
+    admin.cmd(&["DEL", key]);
+    let before = counts(admin);
+    admin.cmd(&["SET", key, "x"]);
+    let after = counts(admin);
+    admin.cmd(&["DEL", key]);
+    (0..before.len()).find(|&i| after[i] > before[i]).unwrap()
+}
+
+/// A key owned by shard `shard`.
+fn key_on(admin: &mut Conn, shard: usize, prefix: &str) -> String {
+    (0..100).map(|i| format!("{prefix}{i}")).find(|k| owner(admin, k) == shard).unwrap()
+}
+
+#[test]
+fn resp3_invalidation_for_a_key_owned_by_the_other_core() {
+    let server = Server::shards(2);
+    let mut admin = Conn::new(server.port);
+    let mut c = conn_on_core(server.port, 0, 2);
+    let key = key_on(&mut admin, 1, "k");
+    let mut writer = conn_on_core(server.port, 1, 2);
+    assert!(c.cmd(&["HELLO", "3"]).starts_with('%'));
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on"]), "+OK\r\n");
+    writer.cmd(&["SET", &key, "1"]);
+    assert_eq!(c.cmd(&["GET", &key]), "$1\r\n1\r\n");
+    assert_eq!(writer.cmd(&["SET", &key, "2"]), "+OK\r\n");
+    assert_eq!(c.frame(), invalidate(&[&key]));
+    // Told once: the key is forgotten until read again.
+    writer.cmd(&["SET", &key, "3"]);
+    c.nothing_pushed();
+    // Its own write: the reply, then the invalidation.
+    c.cmd(&["GET", &key]);
+    c.send(&["SET", &key, "4"]);
+    assert_eq!(c.frame(), "+OK\r\n");
+    assert_eq!(c.frame(), invalidate(&[&key]));
+    let info = admin.cmd(&["INFO", "clients"]);
+    assert!(info.contains("tracking_clients:1\r\n"), "{info}");
+    c.cmd(&["GET", &key]);
+    let stats = admin.cmd(&["INFO", "stats"]);
+    assert!(stats.contains("tracking_total_keys:1\r\n"), "{stats}");
+    assert!(stats.contains("tracking_total_items:1\r\n"), "{stats}");
+    let list = admin.cmd(&["CLIENT", "LIST"]);
+    assert!(list.contains(" flags=t "), "{list}");
+    // FLUSHALL: a null to every tracking client.
+    writer.cmd(&["FLUSHALL"]);
+    assert_eq!(c.frame(), ">2\r\n$10\r\ninvalidate\r\n_\r\n");
+}
+
+#[test]
+fn bcast_noloop_and_optin() {
+    let server = Server::shards(2);
+    let mut admin = Conn::new(server.port);
+    let mut c = Conn::new(server.port);
+    let mut writer = Conn::new(server.port);
+    c.cmd(&["HELLO", "3"]);
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "user:", "NOLOOP"]), "+OK\r\n");
+    let list = admin.cmd(&["CLIENT", "LIST"]);
+    assert!(list.contains(" flags=tB "), "{list}");
+    assert!(admin.cmd(&["INFO", "stats"]).contains("tracking_total_prefixes:1\r\n"));
+    // Keys on both shards, written by another client: all announced.
+    for i in 0..6 {
+        writer.cmd(&["SET", &format!("user:{i}"), "v"]);
+        assert_eq!(c.frame(), invalidate(&[&format!("user:{i}")]));
+    }
+    writer.cmd(&["SET", "item:1", "v"]);
+    // NOLOOP: its own writes are not announced to it.
+    c.cmd(&["SET", "user:0", "mine"]);
+    c.nothing_pushed();
+    c.cmd(&["CLIENT", "TRACKING", "off"]);
+    assert!(admin.cmd(&["INFO", "stats"]).contains("tracking_total_prefixes:0\r\n"));
+
+    // OPTIN: only reads after CLIENT CACHING yes are remembered.
+    c.cmd(&["CLIENT", "TRACKING", "on", "OPTIN"]);
+    c.cmd(&["GET", "a"]);
+    writer.cmd(&["SET", "a", "1"]);
+    c.nothing_pushed();
+    assert_eq!(c.cmd(&["CLIENT", "CACHING", "yes"]), "+OK\r\n");
+    c.cmd(&["GET", "a"]);
+    c.cmd(&["GET", "b"]);
+    writer.cmd(&["SET", "b", "1"]);
+    writer.cmd(&["SET", "a", "2"]);
+    assert_eq!(c.frame(), invalidate(&["a"]));
+    c.nothing_pushed();
+}
+
+#[test]
+fn resp2_redirect_to_a_subscriber() {
+    let server = Server::shards(2);
+    let mut sub = Conn::new(server.port);
+    let sub_id = sub.id();
+    sub.cmd(&["SUBSCRIBE", "__redis__:invalidate"]);
+    let mut tracker = Conn::new(server.port);
+    let mut writer = Conn::new(server.port);
+    assert_eq!(tracker.cmd(&["CLIENT", "TRACKING", "on", "REDIRECT", &sub_id.to_string()]), "+OK\r\n");
+    assert_eq!(tracker.cmd(&["CLIENT", "GETREDIR"]), format!(":{sub_id}\r\n"));
+    let keys: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
+    for k in &keys {
+        tracker.cmd(&["GET", k]);
+    }
+    for k in &keys {
+        writer.cmd(&["SET", k, "v"]);
+    }
+    let mut got: Vec<String> = (0..keys.len()).map(|_| sub.frame()).collect();
+    got.sort();
+    let mut want: Vec<String> = keys
+        .iter()
+        .map(|k| format!("*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n${}\r\n{k}\r\n", k.len()))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    writer.cmd(&["FLUSHDB"]);
+    assert_eq!(sub.frame(), "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n$-1\r\n");
+    // The target goes away: the tracking client is flagged R.
+    drop(sub);
+    std::thread::sleep(Duration::from_millis(200));
+    tracker.cmd(&["GET", "r0"]);
+    writer.cmd(&["SET", "r0", "w"]);
+    for _ in 0..50 {
+        if tracker.cmd(&["CLIENT", "TRACKINGINFO"]).contains("broken_redirect") {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("broken redirect not flagged");
+}
+
+/// MONITOR's lines, timestamps and client ports masked, sorted (lines
+/// from different shards may interleave differently).
+fn monitor_lines(port: u16, script: &[&[&str]]) -> Vec<String> {
+    let mut m = Conn::new(port);
+    assert_eq!(m.cmd(&["MONITOR"]), "+OK\r\n");
+    let mut a = Conn::new(port);
+    let mut b = Conn::new(port);
+    for (i, cmd) in script.iter().enumerate() {
+        let c = if i % 2 == 0 { &mut a } else { &mut b };
+        c.cmd(cmd);
+    }
+    let mut lines = Vec::new();
+    while let Some(f) = m.frame_within(Duration::from_millis(500)) {
+        lines.push(f);
+    }
+    let mut masked: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let (ts, rest) = l.split_once(' ').unwrap();
+            assert!(ts.starts_with('+') && ts[1..].split_once('.').is_some_and(|(_, us)| us.len() == 6), "{l}");
+            let (addr, rest) = rest.split_once("] ").unwrap();
+            let addr = match addr.rsplit_once(':') {
+                Some((ip, _)) if !addr.ends_with("lua") => format!("{ip}:PORT"),
+                _ => addr.to_string(),
+            };
+            format!("+TS {addr}] {rest}")
+        })
+        .collect();
+    masked.sort();
+    masked
+}
+
+#[test]
+fn monitor_lines_match_redis() {
+    let script: &[&[&str]] = &[
+        &["SET", "a", "1"],
+        &["SET", "b", "with space \"quoted\"\n"],
+        &["GET", "c"],
+        &["MSET", "x1", "1", "x2", "2", "x3", "3"],
+        &["SELECT", "2"],
+        &["INCR", "n"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["AUTH", "secret"],
+        &["EVAL", "return redis.call('set', KEYS[1], ARGV[1])", "1", "lk", "9"],
+        &["PING"],
+        &["DEL", "a", "b", "c"],
+    ];
+    let redis = Redis::start();
+    let want = monitor_lines(redis.port, script);
+    let server = Server::shards(2);
+    let got = monitor_lines(server.port, script);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn monitor_sees_both_cores_and_ends_with_reset() {
+    let server = Server::shards(2);
+    let mut admin = Conn::new(server.port);
+    let k0 = key_on(&mut admin, 0, "m");
+    let k1 = key_on(&mut admin, 1, "m");
+    let mut m = Conn::new(server.port);
+    assert_eq!(m.cmd(&["MONITOR"]), "+OK\r\n");
+    assert!(admin.cmd(&["CLIENT", "LIST"]).contains(" flags=O "));
+    let mut a = conn_on_core(server.port, 0, 2);
+    let mut b = conn_on_core(server.port, 1, 2);
+    for i in 0..5 {
+        a.cmd(&["SET", &k1, &i.to_string()]);
+        b.cmd(&["SET", &k0, &i.to_string()]);
+    }
+    let mut per_key: std::collections::HashMap<String, Vec<String>> = Default::default();
+    while per_key.values().map(Vec::len).sum::<usize>() < 10 {
+        let line = m.frame();
+        if !line.contains("\"SET\"") {
+            continue;
+        }
+        let args: Vec<&str> = line.split("] ").nth(1).unwrap().trim_end().split(' ').collect();
+        per_key.entry(args[1].trim_matches('"').to_string()).or_default().push(args[2].to_string());
+    }
+    let order: Vec<String> = (0..5).map(|i| format!("\"{i}\"")).collect();
+    assert_eq!(per_key[&k0], order);
+    assert_eq!(per_key[&k1], order);
+    assert_eq!(m.cmd(&["RESET"]), "+RESET\r\n");
+    a.cmd(&["SET", &k0, "after"]);
+    m.nothing_pushed();
+}
