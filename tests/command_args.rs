@@ -564,9 +564,11 @@ fn every_shard_command_survives_random_arguments() {
 
 /// Never sent: they stop the server, or turn the connection into something
 /// else for good (the subscribe family answers one reply per channel and
-/// pushes afterwards: tests/pubsub.rs covers it).
+/// pushes afterwards: tests/pubsub.rs covers it; MONITOR streams every
+/// command afterwards: tests/tracking.rs covers it).
 const NOT_SENT: &[&str] = &[
     "shutdown",
+    "monitor",
     "sync",
     "psync",
     "replconf",

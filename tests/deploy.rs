@@ -879,6 +879,10 @@ const SETTINGS: &[(&str, &str)] = &[
     ("tls-replication", "no"),
     ("tls-cluster", "no"),
     ("metrics-port", "0"),
+    ("notify-keyspace-events", "\"\""),
+    ("tracking-table-max-keys", "1000000"),
+    ("stream-node-max-bytes", "4096"),
+    ("stream-node-max-entries", "100"),
 ];
 
 /// The server's own list of settings (what `--check-config` prints) is the

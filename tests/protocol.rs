@@ -189,9 +189,10 @@ fn every_command_with_any_argument_count_is_safe() {
             for filler in fillers {
                 let mut args: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
                 args.extend(std::iter::repeat_n(filler, extra));
-                if words[0].ends_with(b"subscribe") {
+                if words[0].ends_with(b"subscribe") || words[0] == b"monitor" {
                     // One reply per channel, and a subscribed connection
-                    // refuses most commands: a new connection after it.
+                    // refuses most commands (a monitor streams every
+                    // command after its reply): a new connection after it.
                     raw.send(&Raw::encode(&args));
                     raw = server.raw();
                     continue;
