@@ -93,8 +93,8 @@ mod tests {
 
     #[test]
     fn events_become_redis_channels() {
-        let mut config = Config::default();
-        config.notify_keyspace_events = shard::notify::parse_flags("KEA").unwrap();
+        let config =
+            Config { notify_keyspace_events: shard::notify::parse_flags("KEA").unwrap(), ..Default::default() };
         let mut s = Shard::new(0, 1, config.clone());
         s.notify(shard::notify::GENERIC, "del", 3, b"k");
         let mut got = Vec::new();

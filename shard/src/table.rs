@@ -545,7 +545,7 @@ mod tests {
         }
         let (mut emptier, mut fuller) = ((0u64, 0u64), (0u64, 0u64));
         for seg in &t.segments {
-            let n = seg.entries.len as usize;
+            let n = seg.entries.len;
             let side = match n {
                 _ if n < SEGMENT_MAX * 5 / 8 => &mut emptier,
                 _ if n > SEGMENT_MAX * 7 / 8 => &mut fuller,

@@ -8,8 +8,7 @@ use common::run;
 use shard::{Config, Shard};
 
 fn shard_with(events: &str) -> Shard {
-    let mut config = Config::default();
-    config.notify_keyspace_events = shard::notify::parse_flags(events).unwrap();
+    let config = Config { notify_keyspace_events: shard::notify::parse_flags(events).unwrap(), ..Default::default() };
     Shard::new(0, 1, config)
 }
 

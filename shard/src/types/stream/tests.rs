@@ -52,7 +52,7 @@ proptest! {
                     clock += ms;
                     let pairs: Vec<(&[u8], &[u8])> = fields.iter().map(|(f, v)| (f.as_bytes(), v.as_bytes())).collect();
                     let id = s.append(&pairs, None, clock, limits).unwrap();
-                    prop_assert!(model.keys().next_back().map_or(true, |last| *last < id));
+                    prop_assert!(model.keys().next_back().is_none_or(|last| *last < id));
                     model.insert(id, fields);
                 }
                 Op::Del(n) => {
