@@ -33,21 +33,6 @@ fn two_cores(server: &Server) -> (Raw, Raw) {
     }
 }
 
-/// Waits until the server counts `n` blocked clients, so that waiters
-/// block in the order the test sends them even on a loaded machine.
-fn wait_blocked(probe: &mut Raw, n: usize) {
-    let want = format!("blocked_clients:{n}\r");
-    let give_up = Instant::now() + Duration::from_secs(10);
-    loop {
-        let Value::Bulk(info) = probe.cmd_str("INFO clients") else { panic!("INFO clients") };
-        if String::from_utf8_lossy(&info).contains(&want) {
-            return;
-        }
-        assert!(Instant::now() < give_up, "never saw {want:?}: {}", String::from_utf8_lossy(&info));
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 #[test]
 fn waiter_and_pusher_on_different_cores() {
     let server = Server::shards(2);
@@ -70,7 +55,7 @@ fn many_waiters_on_one_key_are_served_in_order() {
     let mut pusher = server.raw();
     for (i, w) in waiters.iter_mut().enumerate() {
         w.send(b"BRPOP jobs 10\r\n");
-        wait_blocked(&mut pusher, i + 1);
+        pusher.wait_blocked(i + 1);
     }
     let Value::Bulk(info) = pusher.cmd_str("INFO clients") else { panic!() };
     assert!(String::from_utf8_lossy(&info).contains("blocked_clients:12"), "{}", String::from_utf8_lossy(&info));
@@ -187,7 +172,7 @@ fn sorted_set_pops_wake_across_cores_in_order() {
     let mut waiters: Vec<Raw> = (0..6).map(|_| server.raw()).collect();
     for (i, w) in waiters.iter_mut().enumerate() {
         w.send(b"BZPOPMAX board 10\r\n");
-        wait_blocked(&mut writer, i + 1);
+        writer.wait_blocked(i + 1);
     }
     assert_eq!(writer.cmd_str("ZADD board 1 m1 2 m2 3 m3 4 m4 5 m5 6 m6"), Value::Int(6));
     for (i, w) in waiters.iter_mut().enumerate() {

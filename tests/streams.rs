@@ -16,19 +16,6 @@ fn arr(v: Vec<Value>) -> Value {
     Value::Array(v)
 }
 
-fn wait_blocked(probe: &mut Raw, n: usize) {
-    let want = format!("blocked_clients:{n}\r");
-    let give_up = Instant::now() + Duration::from_secs(10);
-    loop {
-        let Value::Bulk(info) = probe.cmd_str("INFO clients") else { panic!("INFO clients") };
-        if String::from_utf8_lossy(&info).contains(&want) {
-            return;
-        }
-        assert!(Instant::now() < give_up, "never saw {want:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// `[[key, [[id, [f, v]]]]]`.
 fn one_entry(key: &str, id: &str, f: &str, v: &str) -> Value {
     arr(vec![arr(vec![bulk(key), arr(vec![arr(vec![bulk(id), arr(vec![bulk(f), bulk(v)])])])])])
@@ -43,12 +30,12 @@ fn xread_block_is_served_by_a_later_xadd() {
         writer.cmd_str("XADD s1 1-0 a 1");
         // `$` is resolved when the read blocks: the old entry is not sent.
         waiter.send(b"XREAD BLOCK 5000 STREAMS s1 $\r\n");
-        wait_blocked(&mut writer, 1);
+        writer.wait_blocked(1);
         writer.cmd_str("XADD s1 2-0 b 2");
         assert_eq!(waiter.read(), Some(one_entry("s1", "2-0", "b", "2")));
         // Keys on several shards: whichever gets data first answers.
         waiter.send(b"XREAD BLOCK 5000 STREAMS s1 s2 s3 $ $ $\r\n");
-        wait_blocked(&mut writer, 1);
+        writer.wait_blocked(1);
         writer.cmd_str("XADD s3 7-0 c 3");
         assert_eq!(waiter.read(), Some(one_entry("s3", "7-0", "c", "3")));
         // A timeout is a null array.
@@ -81,9 +68,9 @@ fn xreadgroup_block_takes_new_entries_into_the_pel() {
         let mut writer = server.raw();
         writer.cmd_str("XGROUP CREATE q grp $ MKSTREAM");
         alice.send(b"XREADGROUP GROUP grp alice BLOCK 5000 STREAMS q >\r\n");
-        wait_blocked(&mut writer, 1);
+        writer.wait_blocked(1);
         bob.send(b"XREADGROUP GROUP grp bob BLOCK 5000 STREAMS q >\r\n");
-        wait_blocked(&mut writer, 2);
+        writer.wait_blocked(2);
         // One entry each, in the order they blocked.
         writer.cmd_str("XADD q 1-0 job 1");
         assert_eq!(alice.read(), Some(one_entry("q", "1-0", "job", "1")));
@@ -101,7 +88,7 @@ fn xreadgroup_block_takes_new_entries_into_the_pel() {
         );
         // The group going away answers a blocked reader with NOGROUP.
         alice.send(b"XREADGROUP GROUP grp alice BLOCK 5000 STREAMS q >\r\n");
-        wait_blocked(&mut writer, 1);
+        writer.wait_blocked(1);
         assert_eq!(writer.cmd_str("XGROUP DESTROY q grp"), Value::Int(1));
         match alice.read() {
             Some(Value::Error(e)) => {

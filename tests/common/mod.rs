@@ -207,6 +207,21 @@ impl Raw {
         self.cmd(&words)
     }
 
+    /// Waits until the server counts `n` blocked clients, so that waiters
+    /// block in the order a test sends them even on a loaded machine.
+    pub fn wait_blocked(&mut self, n: usize) {
+        let want = format!("blocked_clients:{n}\r");
+        let give_up = Instant::now() + Duration::from_secs(10);
+        loop {
+            let Value::Bulk(info) = self.cmd_str("INFO clients") else { panic!("INFO clients") };
+            if String::from_utf8_lossy(&info).contains(&want) {
+                return;
+            }
+            assert!(Instant::now() < give_up, "never saw {want:?}: {}", String::from_utf8_lossy(&info));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// True when the server has closed this connection. A server that closes
     /// with our bytes still unread makes the kernel answer with a reset.
     pub fn closed(&mut self) -> bool {

@@ -471,18 +471,23 @@ pub fn xclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         if propagate_last_id {
             effects.push(setid_effect(key, name, g));
         }
-        let r = &mut ctx.reply;
-        r.array(claimed.len());
-        for id in claimed {
-            if justid {
-                reply_id(r, id);
-            } else {
-                let fields = st.get(id).unwrap_or_default();
-                reply_entry(r, id, &fields);
-            }
-        }
+        reply_claimed(&mut ctx.reply, st, &claimed, justid);
     }
     log_all(s, db, &effects);
+}
+
+/// The entries an XCLAIM or XAUTOCLAIM took: their IDs (JUSTID) or the
+/// entries themselves (an empty field list for one deleted meanwhile).
+fn reply_claimed(r: &mut crate::reply::Reply, st: &Stream, claimed: &[StreamId], justid: bool) {
+    r.array(claimed.len());
+    for &id in claimed {
+        if justid {
+            reply_id(r, id);
+        } else {
+            let fields = st.get(id).unwrap_or_default();
+            reply_entry(r, id, &fields);
+        }
+    }
 }
 
 pub fn xautoclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -566,15 +571,7 @@ pub fn xautoclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let r = &mut ctx.reply;
     r.array(3);
     reply_id(r, next);
-    r.array(claimed.len());
-    for id in claimed {
-        if justid {
-            reply_id(r, id);
-        } else {
-            let fields = st.get(id).unwrap_or_default();
-            reply_entry(r, id, &fields);
-        }
-    }
+    reply_claimed(r, st, &claimed, justid);
     r.array(deleted.len());
     for id in deleted {
         reply_id(r, id);
