@@ -312,3 +312,55 @@ fn monitor_sees_both_cores_and_ends_with_reset() {
     a.cmd(&["SET", &k0, "after"]);
     m.nothing_pushed();
 }
+
+/// Redis signals a key as modified when it expires (lazily or by the
+/// cron) and when it is evicted: its tracking readers hear, whichever core
+/// owns it.
+#[test]
+fn expired_and_evicted_keys_invalidate() {
+    let server = Server::shards(2);
+    let mut admin = Conn::new(server.port);
+    let mut c = conn_on_core(server.port, 0, 2);
+    assert!(c.cmd(&["HELLO", "3"]).starts_with('%'));
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on"]), "+OK\r\n");
+    // Expired by the cron (nobody touches it again).
+    for shard in 0..2 {
+        let key = key_on(&mut admin, shard, &format!("ttl{shard}-"));
+        admin.cmd(&["SET", &key, "v", "PX", "50"]);
+        assert_eq!(c.cmd(&["GET", &key]), "$1\r\nv\r\n");
+        assert_eq!(c.frame(), invalidate(&[&key]), "expired key on shard {shard}");
+    }
+    // Expired lazily: found expired by another client's read.
+    let key = key_on(&mut admin, 1, "lazy");
+    admin.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    admin.cmd(&["SET", &key, "v", "PX", "30"]);
+    c.cmd(&["GET", &key]);
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(admin.cmd(&["GET", &key]), "$-1\r\n");
+    assert_eq!(c.frame(), invalidate(&[&key]), "lazily expired key");
+    admin.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+    // Evicted: a small maxmemory and a flood of other keys.
+    let key = key_on(&mut admin, 1, "big");
+    admin.cmd(&["SET", &key, &"x".repeat(1000)]);
+    c.cmd(&["GET", &key]);
+    admin.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+    let used: u64 = {
+        let info = admin.cmd(&["INFO", "memory"]);
+        let line = info.lines().find(|l| l.starts_with("used_memory:")).unwrap();
+        line["used_memory:".len()..].trim().parse().unwrap()
+    };
+    admin.cmd(&["CONFIG", "SET", "maxmemory", &(used + (4 << 20)).to_string()]);
+    let value = "y".repeat(1000);
+    let mut told = None;
+    for i in 0..50_000 {
+        admin.cmd(&["SET", &format!("flood{i}"), &value]);
+        if i % 500 == 499 {
+            if let Some(f) = c.frame_within(Duration::from_millis(1)) {
+                told = Some(f);
+                break;
+            }
+        }
+    }
+    admin.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    assert_eq!(told.or_else(|| c.frame_within(Duration::from_secs(2))), Some(invalidate(&[&key])), "evicted key");
+}

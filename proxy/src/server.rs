@@ -137,6 +137,10 @@ async fn cron(core: Rc<Core>) {
         }
         core.shard.borrow_mut().active_expire(shard::unix_ms());
         memory_cron(&core);
+        // Keys expired or evicted above: their tracking readers hear.
+        if core.shard.borrow().tracking.as_ref().is_some_and(|t| !t.out.is_empty()) {
+            core.send_invalidations();
+        }
         let commands = core.stats.commands.get();
         core.stats.ops_samples.borrow_mut().sample(commands, Instant::now());
         let timeout = core.config().timeout;

@@ -275,6 +275,10 @@ impl Shard {
             }
             self.eviction.evicted_keys += 1;
             self.notify(crate::notify::EVICTED, "evicted", db, key);
+            // Redis's performEvictions signals the key as modified.
+            if let Some(table) = &mut self.tracking {
+                table.invalidate(key, 0);
+            }
         }
     }
 

@@ -28,6 +28,9 @@ pub const STREAM: u32 = 1 << 10; // t
 pub const KEY_MISS: u32 = 1 << 11;
 pub const MODULE: u32 = 1 << 13; // d
 pub const NEW: u32 = 1 << 14; // n
+/// Not a class: a `Db` keeps its expired keys for CLIENT TRACKING's
+/// invalidations (Redis's signalModifiedKey on expiry).
+pub const TRACKED: u32 = 1 << 31;
 pub const ALL: u32 = GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
 
 /// Redis's keyspaceEventsStringToFlags; `None` for a character that names
@@ -161,7 +164,7 @@ impl Outbox {
 /// shard moves it into its outbox.
 #[derive(Default)]
 pub struct DbNotes {
-    /// `NEW` and/or `EXPIRED` when on; 0 otherwise.
+    /// `NEW`, `EXPIRED` and/or `TRACKED` when on; 0 otherwise.
     pub mask: u32,
     pub pending: Vec<(&'static str, CompactBytes)>,
 }
@@ -176,7 +179,7 @@ impl DbNotes {
 
     #[inline]
     pub fn expired(&mut self, key: &[u8]) {
-        if self.mask & EXPIRED != 0 {
+        if self.mask & (EXPIRED | TRACKED) != 0 {
             self.pending.push(("expired", CompactBytes::new(key)));
         }
     }
@@ -210,15 +213,25 @@ impl Shard {
     }
 
     /// Moves what the databases raised (`new`, `expired`) into the outbox,
-    /// ahead of whatever is raised next.
+    /// ahead of whatever is raised next; expired keys a tracking client
+    /// read are invalidated (Redis: expiry is a modification).
     #[inline]
     pub fn collect_db_notes(&mut self) {
-        if self.notify_mask & (NEW | EXPIRED) == 0 {
+        if self.notify_mask & (NEW | EXPIRED) == 0 && self.tracking.is_none() {
             return;
         }
+        let classes = self.notify_mask;
         for (i, db) in self.dbs.iter_mut().enumerate() {
             for (event, key) in db.notes.pending.drain(..) {
-                self.outbox.push(i, event, &key);
+                if event == "expired" {
+                    if let Some(table) = &mut self.tracking {
+                        table.invalidate(&key, 0);
+                    }
+                }
+                let class = if event == "new" { NEW } else { EXPIRED };
+                if classes & class != 0 {
+                    self.outbox.push(i, event, &key);
+                }
             }
         }
     }
@@ -234,8 +247,9 @@ impl Shard {
     pub(crate) fn apply_notify_config(&mut self) {
         let mask = effective(self.config.notify_keyspace_events);
         self.notify_mask = mask;
+        let tracked = if self.tracking.is_some() { TRACKED } else { 0 };
         for db in &mut self.dbs {
-            db.notes.mask = mask & (NEW | EXPIRED);
+            db.notes.mask = mask & (NEW | EXPIRED) | tracked;
             if db.notes.mask == 0 {
                 db.notes.pending = Vec::new();
             }

@@ -158,6 +158,19 @@ impl TrackingTable {
     }
 }
 
+impl crate::shard::Shard {
+    /// The tracking table, made on first use; from then on the databases
+    /// keep their expired keys for it (`notify::TRACKED`).
+    pub fn tracking_table(&mut self) -> &mut TrackingTable {
+        if self.tracking.is_none() {
+            for db in &mut self.dbs {
+                db.notes.mask |= crate::notify::TRACKED;
+            }
+        }
+        self.tracking.get_or_insert_with(Default::default)
+    }
+}
+
 /// After a command on the shard: remember what a tracking client read,
 /// invalidate what a write changed (`changed`: the reply says it did).
 /// A flush is announced once, as an invalidation for client 0.

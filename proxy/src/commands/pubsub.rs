@@ -5,7 +5,7 @@
 
 use crate::coordinator::dispatch::call_all;
 use crate::pubsub::fanout::publish_here;
-use crate::pubsub::publish::{announce, retract};
+use crate::pubsub::publish::{announce, retract, tell};
 use crate::pubsub::state::Kind;
 use crate::push;
 use crate::session::{Connection, Deferred};
@@ -133,24 +133,27 @@ fn subscribe_now(conn: &mut Connection, spec: &'static CommandSpec, kind: Kind, 
             return Some(Deferred::Command(spec));
         }
     }
-    let _ = register(conn, kind, args);
+    // Every name is known on this core: the others only count them.
+    let (_, more) = register(conn, kind, args);
     sync_state(conn);
+    tell(&conn.core, kind, more, 1);
     None
 }
 
 async fn subscribe(conn: &mut Connection, kind: Kind, args: &Args<'_>) {
-    let new = register(conn, kind, args);
+    let (first, more) = register(conn, kind, args);
     sync_state(conn);
-    announce(&conn.core, kind, new).await;
+    announce(&conn.core, kind, first, more).await;
 }
 
 /// Subscribes the connection to every name of `args` and writes Redis's
-/// replies; returns the names that are new on this core.
-fn register(conn: &mut Connection, kind: Kind, args: &Args) -> Vec<Vec<u8>> {
+/// replies; returns the names it subscribed to anew: those new on this
+/// core, and the others.
+fn register(conn: &mut Connection, kind: Kind, args: &Args) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let (core, state) = (&conn.core, &mut conn.state);
     let queue = push::attach(core, &mut state.push, state.id, state.registry_key, state.resp3);
     queue.subscribed.set(true);
-    let mut new = Vec::new();
+    let (mut first, mut more) = (Vec::new(), Vec::new());
     let head: &[u8] = match kind {
         Kind::Channel => b"subscribe",
         Kind::Pattern => b"psubscribe",
@@ -161,13 +164,15 @@ fn register(conn: &mut Connection, kind: Kind, args: &Args) -> Vec<Vec<u8>> {
         if !state.subscriptions.has(kind, name) {
             state.subscriptions.names[kind as usize].push(name.to_vec());
             if core.pubsub.borrow_mut().add(kind, name, &queue) {
-                new.push(name.to_vec());
+                first.push(name.to_vec());
+            } else {
+                more.push(name.to_vec());
             }
         }
         let count = if kind == Kind::Shard { state.subscriptions.shard_count() } else { state.subscriptions.count() };
         conn.pipeline.local(|out| notice(out, resp3, head, Some(name), count));
     }
-    new
+    (first, more)
 }
 
 fn unsubscribe(conn: &mut Connection, kind: Kind, args: &Args) {
@@ -217,33 +222,30 @@ fn count_of(conn: &Connection, kind: Kind) -> usize {
     }
 }
 
-/// Drops one subscription of the connection; true when it was this core's
-/// last subscriber of the name.
+/// Drops one subscription of the connection; true when it had it.
 fn remove(conn: &mut Connection, kind: Kind, name: &[u8]) -> bool {
     let list = &mut conn.state.subscriptions.names[kind as usize];
     let Some(at) = list.iter().position(|n| n == name) else { return false };
     list.remove(at);
-    conn.core.pubsub.borrow_mut().remove(kind, name, conn.state.id)
+    conn.core.pubsub.borrow_mut().remove(kind, name, conn.state.id);
+    true
 }
 
 /// Every subscription dropped without replies (RESET, a closed
-/// connection), the other cores told of names gone from this core.
+/// connection), the other cores told.
 pub fn unsubscribe_all(conn: &mut Connection) {
     for kind in Kind::ALL {
         let names = std::mem::take(&mut conn.state.subscriptions.names[kind as usize]);
         if names.is_empty() {
             continue;
         }
-        let mut gone = Vec::new();
         {
             let mut subs = conn.core.pubsub.borrow_mut();
-            for name in names {
-                if subs.remove(kind, &name, conn.state.id) {
-                    gone.push(name);
-                }
+            for name in &names {
+                subs.remove(kind, name, conn.state.id);
             }
         }
-        retract(&conn.core, kind, gone);
+        retract(&conn.core, kind, names);
     }
     sync_state(conn);
 }

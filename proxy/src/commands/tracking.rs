@@ -144,7 +144,7 @@ pub async fn tracking(conn: &mut Connection, args: Args<'_>) {
         let (id, added) = (conn.state.id, if bcast { prefixes } else { Vec::new() });
         call_all(&conn.core, move |core| {
             let mut shard = core.shard.borrow_mut();
-            let table = shard.tracking.get_or_insert_with(Default::default);
+            let table = shard.tracking_table();
             table.add_prefixes(id, &added);
         })
         .await;

@@ -2,11 +2,11 @@
 //! this core's subscriptions current.
 //!
 //! A core reaches only the cores whose summary (`state::Summary`) says they
-//! have a subscriber for the channel or a pattern matching it. A core that
-//! gets its first subscriber for a name tells every other core before the
-//! SUBSCRIBE is answered ([`announce`]); one that loses its last tells them
-//! without waiting ([`retract`]): a stale entry costs one wasted hop, never
-//! a lost message.
+//! have a subscriber for the channel or a pattern matching it. Each
+//! subscription is counted on every other core ([`announce`]): a core's
+//! first subscriber of a name is known everywhere before the SUBSCRIBE is
+//! answered, later ones follow without waiting, as do removals
+//! ([`retract`]): a stale entry costs one wasted hop, never a lost message.
 
 use super::fanout::publish_here;
 use super::state::{Kind, PublishOutbox};
@@ -40,17 +40,18 @@ pub async fn publish(core: &Rc<Core>, kind: Kind, channel: &[u8], message: &[u8]
     receivers
 }
 
-/// Publishes without waiting for the count (messages the server raises:
-/// keyspace notifications). Delivered here at once; for other cores with
-/// subscribers, batched with this turn's other publishes into one mesh
-/// message per destination, sent once the current task yields. Publishes
-/// from one core arrive at each other core in order.
-pub fn publish_fire(core: &Rc<Core>, kind: Kind, channel: &[u8], message: &[u8]) {
-    publish_here(core, kind, channel, message, 0, &mut Vec::new());
+/// Publishes without waiting for the other cores (messages the server
+/// raises: keyspace notifications; PUBLISH from a script). Delivered here
+/// at once; for other cores with subscribers, batched with this turn's
+/// other publishes into one mesh message per destination, sent once the
+/// current task yields. Publishes from one core arrive at each other core
+/// in order. Returns the receivers on this core.
+pub fn publish_fire(core: &Rc<Core>, kind: Kind, channel: &[u8], message: &[u8]) -> usize {
+    let here = publish_here(core, kind, channel, message, 0, &mut Vec::new());
     let mut subs = core.pubsub.borrow_mut();
     let targets: Vec<usize> = subs.targets(core.index, kind, channel).collect();
     if targets.is_empty() {
-        return;
+        return here;
     }
     for t in targets {
         subs.outbox[t].push(kind, channel, message);
@@ -62,6 +63,15 @@ pub fn publish_fire(core: &Rc<Core>, kind: Kind, channel: &[u8], message: &[u8])
         let core = core.clone();
         glommio::spawn_local(async move { flush(&core).await }).detach();
     }
+    here
+}
+
+/// PUBLISH from a script, which cannot wait for other cores: delivered as
+/// [`publish_fire`] does, the count being this core's receivers plus the
+/// other cores' as their summaries say.
+pub fn publish_counted(core: &Rc<Core>, kind: Kind, channel: &[u8], message: &[u8]) -> usize {
+    let remote = core.pubsub.borrow().remote_receivers(core.index, kind, channel);
+    publish_fire(core, kind, channel, message) + remote
 }
 
 /// Sends each destination's publishes as one message; rounds until no more
@@ -97,20 +107,33 @@ async fn flush(core: &Rc<Core>) {
     }
 }
 
-/// Tells every other core that this one now has subscribers for `names`
-/// of `kind`; returns once all know, so a publish anywhere after it
-/// reaches them.
-pub async fn announce(core: &Rc<Core>, kind: Kind, names: Vec<Vec<u8>>) {
-    if core.count == 1 || names.is_empty() {
+/// Tells every other core of this one's new subscriptions to names of
+/// `kind`: `first` (the core's first subscriber of the name) before
+/// returning, so a publish anywhere after it reaches them; `more` (names
+/// the core already had) without waiting, for the counts.
+pub async fn announce(core: &Rc<Core>, kind: Kind, first: Vec<Vec<u8>>, more: Vec<Vec<u8>>) {
+    if core.count == 1 || (first.is_empty() && more.is_empty()) {
         return;
     }
+    if first.is_empty() {
+        return tell(core, kind, more, 1);
+    }
     let origin = core.index;
-    call_all(core, move |c| change(c, origin, kind, &names, 1)).await;
+    call_all(core, move |c| {
+        change(c, origin, kind, &first, 1);
+        change(c, origin, kind, &more, 1);
+    })
+    .await;
 }
 
-/// Tells every other core that this one has no subscriber left for
+/// Tells every other core that this one lost a subscriber of each of
 /// `names` of `kind`, without waiting.
 pub fn retract(core: &Rc<Core>, kind: Kind, names: Vec<Vec<u8>>) {
+    tell(core, kind, names, -1);
+}
+
+/// Posts a count change for `names` to every other core.
+pub fn tell(core: &Rc<Core>, kind: Kind, names: Vec<Vec<u8>>, delta: i32) {
     if core.count == 1 || names.is_empty() {
         return;
     }
@@ -119,7 +142,7 @@ pub fn retract(core: &Rc<Core>, kind: Kind, names: Vec<Vec<u8>>) {
         for target in (0..me.count).filter(|&t| t != origin) {
             let names = names.clone();
             let run: CallFn<Core> = Box::new(move |c| {
-                change(c, origin, kind, &names, -1);
+                change(c, origin, kind, &names, delta);
                 Box::new(())
             });
             me.mesh.post(target, Request::Call(run)).await;

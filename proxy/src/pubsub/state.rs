@@ -30,11 +30,11 @@ impl Kind {
 type Map<V> = HashMap<Vec<u8>, V, ahash::RandomState>;
 
 /// What another core subscribes to, as this core knows it: per name the
-/// difference of the "first subscriber" and "last one gone" notices that
-/// core sent. Notices may arrive in any order (a disconnect's removal is
-/// sent without waiting), but a name is present exactly when the count is
-/// positive once all arrived, and a subscriber's notice is in before its
-/// SUBSCRIBE is answered.
+/// number of that core's subscribers, from the +1/-1 notices it sends for
+/// each subscription and unsubscription. Notices may arrive in any order
+/// (removals are sent without waiting), but the count is exact once all
+/// arrived, and a core's notice for its first subscriber of a name is in
+/// before that SUBSCRIBE is answered, so a publish never misses a core.
 #[derive(Default)]
 pub struct Summary {
     pub names: [Map<i32>; 3],
@@ -52,6 +52,22 @@ impl Summary {
             || self.names[Kind::Pattern as usize]
                 .iter()
                 .any(|(p, &n)| n > 0 && shard::glob::glob_match(p, channel, false))
+    }
+
+    /// How many of that core's subscribers a publish to `channel` reaches
+    /// (a pattern subscriber once per matching pattern, as Redis counts).
+    pub fn receivers(&self, kind: Kind, channel: &[u8]) -> usize {
+        let count = |n: &i32| (*n).max(0) as usize;
+        let direct = self.names[kind as usize].get(channel).map_or(0, count);
+        if kind != Kind::Channel {
+            return direct;
+        }
+        direct
+            + self.names[Kind::Pattern as usize]
+                .iter()
+                .filter(|(p, _)| shard::glob::glob_match(p, channel, false))
+                .map(|(_, n)| count(n))
+                .sum::<usize>()
     }
 
     pub fn change(&mut self, kind: Kind, name: &[u8], delta: i32) {
@@ -94,16 +110,14 @@ impl Subscriptions {
         list.len() == 1
     }
 
-    /// Removes a subscriber; true when it was the name's last on this core.
-    pub fn remove(&mut self, kind: Kind, name: &[u8], client_id: u64) -> bool {
+    /// Removes a subscriber.
+    pub fn remove(&mut self, kind: Kind, name: &[u8], client_id: u64) {
         let map = &mut self.local[kind as usize];
-        let Some(list) = map.get_mut(name) else { return false };
+        let Some(list) = map.get_mut(name) else { return };
         list.retain(|q| q.client_id != client_id);
         if list.is_empty() {
             map.remove(name);
-            return true;
         }
-        false
     }
 
     /// The other cores a publish to `channel` of `kind` must reach.
@@ -125,6 +139,12 @@ impl Subscriptions {
         Kind::ALL.map(|kind| {
             self.local[kind as usize].keys().filter(|n| !self.remote[..me].iter().any(|s| s.has(kind, n))).count()
         })
+    }
+
+    /// The other cores' subscribers a publish to `channel` reaches, as
+    /// their summaries say.
+    pub fn remote_receivers(&self, me: usize, kind: Kind, channel: &[u8]) -> usize {
+        self.remote.iter().enumerate().filter(|&(core, _)| core != me).map(|(_, s)| s.receivers(kind, channel)).sum()
     }
 
     /// Whether any other core may have a subscriber for `channel` (the

@@ -81,6 +81,16 @@ impl CoreHost<'_> {
         Ok(())
     }
 
+    /// PUBLISH / SPUBLISH: delivered without waiting for other cores (a
+    /// script cannot), counted from what this core knows of theirs.
+    fn publish(&self, spec: &shard::CommandSpec, args: &Args) -> Vec<u8> {
+        use crate::pubsub::state::Kind;
+        let kind = if spec.name == "spublish" { Kind::Shard } else { Kind::Channel };
+        let Some(core) = self.core.me.upgrade() else { return error_reply("ERR shutting down") };
+        let n = crate::pubsub::publish::publish_counted(&core, kind, args.get(1), args.get(2));
+        format!(":{n}\r\n").into_bytes()
+    }
+
     /// SELECT inside a script changes the script's database.
     fn select(&self, args: &Args, call: &mut CallState) -> Vec<u8> {
         let db = shard::args::parse_i64(args.get(1)).filter(|n| (i32::MIN as i64..=i32::MAX as i64).contains(n));
@@ -121,9 +131,9 @@ impl Host for CoreHost<'_> {
         if let Some(user) = &self.user {
             self.verify_acl(user, spec, &args)?;
         }
-        // PFCOUNT may write (it caches the cardinality): Redis's
-        // CMD_MAY_REPLICATE, refused in read-only scripts as writes are.
-        if call.read_only && (spec.has_flag(flags::WRITE) || spec.name == "pfcount") {
+        // PFCOUNT (it caches the cardinality) and PUBLISH may replicate:
+        // Redis's CMD_MAY_REPLICATE, refused in read-only scripts as writes are.
+        if call.read_only && (spec.has_flag(flags::WRITE) || matches!(spec.name, "pfcount" | "publish" | "spublish")) {
             return Err("Write commands are not allowed from read-only scripts.".into());
         }
         if call.deny_oom && !call.write_dirty && spec.has_flag(flags::DENYOOM) {
@@ -148,6 +158,9 @@ impl Host for CoreHost<'_> {
             let mut out = Vec::new();
             self.core.execute_local(spec, call.db, call.resp3, self.now, args, &mut out);
             return Ok(out);
+        }
+        if matches!(spec.name, "publish" | "spublish") {
+            return Ok(self.publish(spec, &args));
         }
         if spec.route == Route::Proxy && spec.handler.is_none() {
             return Ok(error_reply(&format!(

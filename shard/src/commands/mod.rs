@@ -366,7 +366,7 @@ fn track(shard: &mut Shard, spec: &CommandSpec, args: &Args, reply: &[u8]) {
     };
     let changed = spec.has_flag(flags::WRITE) && changed_something(spec, reply);
     let index = shard.index;
-    let table = shard.tracking.get_or_insert_with(Default::default);
+    let table = shard.tracking_table();
     crate::tracking::after_command(table, caller, spec, args, changed, max_keys, index);
 }
 
