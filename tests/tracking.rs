@@ -364,3 +364,43 @@ fn expired_and_evicted_keys_invalidate() {
     admin.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
     assert_eq!(told.or_else(|| c.frame_within(Duration::from_secs(2))), Some(invalidate(&[&key])), "evicted key");
 }
+
+/// Redis 7.0 remembers a script's declared keys for the client that ran
+/// it, each time the script runs a read-only command (the keys of the
+/// EVAL, not of the command): a declared key read or not, on the script's
+/// shard or (no single shard) on others; an undeclared key read is not
+/// remembered. Checked against redis-server 7.0.15 by hand.
+#[test]
+fn keys_declared_by_scripts_are_tracked() {
+    let server = Server::shards(2);
+    let mut admin = Conn::new(server.port);
+    let mut c = conn_on_core(server.port, 0, 2);
+    assert!(c.cmd(&["HELLO", "3"]).starts_with('%'));
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on"]), "+OK\r\n");
+    let read = key_on(&mut admin, 1, "sr");
+    let unread = key_on(&mut admin, 1, "su");
+    let undeclared = key_on(&mut admin, 1, "sx");
+    let elsewhere = key_on(&mut admin, 0, "se");
+    for k in [&read, &unread, &undeclared, &elsewhere] {
+        admin.cmd(&["SET", k, "1"]);
+    }
+    let get_first = "return redis.call('GET', KEYS[1])";
+    assert_eq!(c.cmd(&["EVAL", get_first, "2", &read, &unread]), "$1\r\n1\r\n");
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('GET', ARGV[1])", "0", &undeclared]), "$1\r\n1\r\n");
+    // Keys on both shards: the script holds every shard.
+    assert_eq!(c.cmd(&["EVAL", get_first, "2", &elsewhere, &read]), "$1\r\n1\r\n");
+    for k in [&read, &unread, &undeclared, &elsewhere] {
+        admin.cmd(&["SET", k, "2"]);
+    }
+    let mut got = vec![c.frame(), c.frame(), c.frame()];
+    got.sort();
+    let mut want = vec![invalidate(&[&read]), invalidate(&[&unread]), invalidate(&[&elsewhere])];
+    want.sort();
+    assert_eq!(got, want);
+    c.nothing_pushed();
+    // NOLOOP: the script's own write is the client's.
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on", "NOLOOP"]), "+OK\r\n");
+    c.cmd(&["GET", &read]);
+    assert_eq!(c.cmd(&["EVAL", "return redis.call('SET', KEYS[1], '3')", "1", &read]), "+OK\r\n");
+    c.nothing_pushed();
+}

@@ -14,11 +14,22 @@ use shard::{Args, CommandSpec, Reply, Route};
 impl Core {
     /// Runs one command on this core's shard, appending its reply to `out`.
     #[inline]
-    /// Scripts' commands take this door: MONITOR shows them as `lua`.
-    pub fn execute_local(&self, spec: &CommandSpec, db: usize, resp3: bool, now: u64, args: Args, out: &mut Vec<u8>) {
+    /// Scripts' commands take this door: MONITOR shows them as `lua`;
+    /// `caller` is the script's client (CLIENT TRACKING).
+    #[allow(clippy::too_many_arguments)]
+    pub fn execute_local(
+        &self,
+        caller: Caller,
+        spec: &CommandSpec,
+        db: usize,
+        resp3: bool,
+        now: u64,
+        args: Args,
+        out: &mut Vec<u8>,
+    ) {
         let line =
             if self.monitored() { crate::monitor::line(spec, db, crate::monitor::Origin::Lua, &args) } else { None };
-        self.execute_local_as(Caller::default(), spec, db, resp3, now, args, out);
+        self.execute_local_as(caller, spec, db, resp3, now, args, out);
         if let Some(line) = line {
             self.feed_monitors(&line);
         }

@@ -169,6 +169,23 @@ impl crate::shard::Shard {
         }
         self.tracking.get_or_insert_with(Default::default)
     }
+
+    /// This shard's part of tracking-table-max-keys (0: no limit).
+    pub fn tracking_max_keys(&self) -> usize {
+        match self.config.tracking_table_max_keys {
+            0 => 0,
+            max => (max as usize).div_ceil(self.count).max(1),
+        }
+    }
+
+    /// `who` read `key` (a script's declared key, remembered as Redis does
+    /// for the client that ran the script).
+    pub fn remember_read(&mut self, key: &[u8], who: u64) {
+        let max = self.tracking_max_keys();
+        let table = self.tracking_table();
+        table.remember(key, who);
+        table.limit_keys(max);
+    }
 }
 
 /// After a command on the shard: remember what a tracking client read,

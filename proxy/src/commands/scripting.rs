@@ -15,6 +15,7 @@ use crate::scripting::{self, host::CoreHost, with_engine, RunOptions};
 use crate::session::{Connection, Deferred};
 use crate::slot::key_slot;
 use shard::args::parse_i64;
+use shard::tracking::Caller as TrackingCaller;
 use shard::{Args, CommandSpec};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -32,6 +33,9 @@ pub struct Job {
     pub port_node: Option<u16>,
     /// The caller's ACL user when it is restricted (checked per command).
     pub user: Option<Vec<u8>>,
+    /// The caller's CLIENT TRACKING identity: the script's reads are
+    /// remembered for it, its writes are its own (NOLOOP).
+    pub tracking: TrackingCaller,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -49,6 +53,7 @@ pub struct Caller {
     /// A restricted ACL user: the script's commands are checked (Redis's
     /// scriptVerifyACL).
     pub user: Option<Rc<User>>,
+    pub tracking: TrackingCaller,
 }
 
 /// The caller's user on this core, when restricted: a user deleted since
@@ -65,7 +70,7 @@ pub fn run_job(core: &Core, job: &Job, whole: bool) -> Option<Vec<u8>> {
     let keys: Vec<&[u8]> = job.keys.iter().map(Vec::as_slice).collect();
     let args: Vec<&[u8]> = job.args.iter().map(Vec::as_slice).collect();
     let user = restricted_user(core, job.user.as_deref());
-    let caller = Caller { db: job.db, resp3: job.resp3, port_node: job.port_node, user };
+    let caller = Caller { db: job.db, resp3: job.resp3, port_node: job.port_node, user, tracking: job.tracking };
     run_script(core, job.kind, &job.script, &keys, &args, caller, whole)
 }
 
@@ -93,7 +98,8 @@ pub fn run_script(
     };
     let now = shard::unix_ms();
     let reach = Reach { whole, ..Reach::default() };
-    let mut host = CoreHost { core, now, port_node: caller.port_node, reach, user: caller.user };
+    let mut host =
+        CoreHost { core, now, port_node: caller.port_node, reach, user: caller.user, tracking: caller.tracking, keys };
     // What it writes on this shard reaches replicas as one MULTI/EXEC.
     group(core, true);
     let reply = with_engine(|engine| match kind {
@@ -203,6 +209,7 @@ fn job(conn: &Connection, kind: Kind, args: &Args, numkeys: usize) -> Job {
         resp3: conn.state.resp3,
         port_node: conn.state.port_node,
         user: (!conn.state.unrestricted).then(|| conn.state.user.name.clone()),
+        tracking: conn.pipeline.caller,
     }
 }
 
@@ -250,7 +257,13 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
     let keys: Vec<&[u8]> = (3..3 + numkeys).map(|i| args.get(i)).collect();
     let rest: Vec<&[u8]> = (3 + numkeys..args.len()).map(|i| args.get(i)).collect();
     let user = (!conn.state.unrestricted).then(|| conn.state.user.clone());
-    let caller = Caller { db: conn.state.db, resp3: conn.state.resp3, port_node: conn.state.port_node, user };
+    let caller = Caller {
+        db: conn.state.db,
+        resp3: conn.state.resp3,
+        port_node: conn.state.port_node,
+        user,
+        tracking: conn.pipeline.caller,
+    };
     match run_script(&conn.core, kind, script, &keys, &rest, caller, whole) {
         Some(out) => conn.pipeline.local(|o| o.extend_from_slice(&out)),
         // It reached another shard: again, holding every shard.

@@ -28,9 +28,11 @@ pub struct Reach {
 
 /// Runs `argv` on the shards in `owners` for a script on `core`: the
 /// encoded reply, or a script error.
+#[allow(clippy::too_many_arguments)]
 pub fn remote_call(
     core: &Core,
     now: u64,
+    tracking: shard::tracking::Caller,
     reach: &mut Reach,
     spec: &'static CommandSpec,
     argv: &[&[u8]],
@@ -55,7 +57,7 @@ pub fn remote_call(
         let job = move |c: &crate::core::Core| {
             let (buf, ranges) = flatten(&parts);
             let mut out = Vec::new();
-            c.execute_local(spec, db, resp3, now, Args::new(&buf, &ranges), &mut out);
+            c.execute_local(tracking, spec, db, resp3, now, Args::new(&buf, &ranges), &mut out);
             out
         };
         if shard == core.index {

@@ -4,6 +4,7 @@
 
 use super::context::{CallState, Host};
 use crate::cluster::Owner;
+use crate::coordinator::dispatch::call_blocking;
 use crate::core::Core;
 use crate::slot::key_slot;
 use shard::commands::{flags, Route};
@@ -20,6 +21,13 @@ pub struct CoreHost<'a> {
     pub reach: super::cross::Reach,
     /// The caller's ACL user when restricted.
     pub user: Option<std::rc::Rc<crate::acl::user::User>>,
+    /// The caller's CLIENT TRACKING identity: its writes are the
+    /// client's (NOLOOP), and each read-only command remembers the
+    /// script's declared keys for it, as Redis 7.0 does (the keys of the
+    /// EVAL, not of the command).
+    pub tracking: shard::tracking::Caller,
+    /// The script's declared keys.
+    pub keys: &'a [&'a [u8]],
 }
 
 fn error_reply(msg: &str) -> Vec<u8> {
@@ -79,6 +87,22 @@ impl CoreHost<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A read-only command ran: the declared keys are remembered for a
+    /// tracking caller on their owners (other shards only when the script
+    /// holds every shard, where it may call into them).
+    fn remember_keys(&self) {
+        let who = self.tracking.id();
+        for &key in self.keys {
+            let owner = self.core.shard_of(key);
+            if owner == self.core.index {
+                self.core.shard.borrow_mut().remember_read(key, who);
+            } else if self.reach.whole {
+                let key = key.to_vec();
+                call_blocking(self.core, owner, move |c| c.shard.borrow_mut().remember_read(&key, who));
+            }
+        }
     }
 
     /// PUBLISH / SPUBLISH: delivered without waiting for other cores (a
@@ -146,6 +170,11 @@ impl Host for CoreHost<'_> {
         if spec.name == "select" {
             return Ok(self.select(&args, call));
         }
+        if self.tracking.remembers() && spec.has_flag(flags::READONLY) {
+            self.remember_keys();
+        }
+        // The commands themselves remember nothing (Redis's rule above).
+        let caller = shard::tracking::Caller::new(self.tracking.id(), false);
         let local = match spec.route {
             Route::Local => true,
             // MSETNX: the proxy's only for its cross-shard form.
@@ -156,7 +185,7 @@ impl Host for CoreHost<'_> {
         };
         if local && spec.handler.is_some() {
             let mut out = Vec::new();
-            self.core.execute_local(spec, call.db, call.resp3, self.now, args, &mut out);
+            self.core.execute_local(caller, spec, call.db, call.resp3, self.now, args, &mut out);
             return Ok(out);
         }
         if matches!(spec.name, "publish" | "spublish") {
@@ -172,6 +201,6 @@ impl Host for CoreHost<'_> {
             Route::AllShards(_) => (0..self.core.count).collect(),
             _ => spec.key_indexes(&args).map(|i| self.core.shard_of(args.get(i))).collect(),
         };
-        super::cross::remote_call(self.core, self.now, &mut self.reach, spec, argv, &owners, call)
+        super::cross::remote_call(self.core, self.now, caller, &mut self.reach, spec, argv, &owners, call)
     }
 }

@@ -360,10 +360,7 @@ fn changed_something(spec: &CommandSpec, reply: &[u8]) -> bool {
 #[cold]
 fn track(shard: &mut Shard, spec: &CommandSpec, args: &Args, reply: &[u8]) {
     let caller = shard.caller;
-    let max_keys = match shard.config.tracking_table_max_keys {
-        0 => 0,
-        max => (max as usize).div_ceil(shard.count).max(1),
-    };
+    let max_keys = shard.tracking_max_keys();
     let changed = spec.has_flag(flags::WRITE) && changed_something(spec, reply);
     let index = shard.index;
     let table = shard.tracking_table();
