@@ -52,6 +52,10 @@ pub struct SuiteArgs {
     /// Key counts for the memory suite, e.g. 1000000,10000000 (default; --quick 10000,100000).
     #[arg(long, value_delimiter = ',')]
     pub memory_keys: Option<Vec<u64>>,
+    /// Shard counts the scaling suite measures, e.g. 1,2,4,8,14 (default:
+    /// 1 to the number of server CPUs; --quick: 1 and that number).
+    #[arg(long, value_delimiter = ',')]
+    pub shard_counts: Option<Vec<usize>>,
     /// Seconds of warm-up and of measurement per point (default 2 and 5; --quick 0.5 and 1).
     #[arg(long)]
     pub warmup: Option<f64>,
@@ -113,6 +117,12 @@ fn ctx(a: &SuiteArgs) -> Result<suites::Ctx, String> {
     if a.quick {
         rerun += " --quick";
     }
+    if let Some(counts) = &a.shard_counts {
+        if counts.iter().any(|&k| k == 0 || k > server_cpus.len()) {
+            return Err(format!("--shard-counts: each count must be 1 to {} (the server CPUs)", server_cpus.len()));
+        }
+        rerun += &format!(" --shard-counts {}", counts.iter().map(usize::to_string).collect::<Vec<_>>().join(","));
+    }
     let redis = which(&a.redis_server)
         .ok_or(format!("{} not found: run scripts/setup-test-deps.sh (bench/run.sh does)", a.redis_server.display()))?;
     if !a.corekv.exists() {
@@ -135,6 +145,7 @@ fn ctx(a: &SuiteArgs) -> Result<suites::Ctx, String> {
         } else {
             vec![1_000_000, 10_000_000]
         }),
+        shard_counts: a.shard_counts.clone(),
         rerun_prefix: rerun,
     })
 }

@@ -20,6 +20,8 @@ pub struct Ctx {
     pub large_keys: u64,
     /// Key counts the memory suite loads.
     pub memory_keys: Vec<u64>,
+    /// The scaling suite's shard counts, when not 1 to the server CPUs.
+    pub shard_counts: Option<Vec<usize>>,
     /// `bench/run.sh` plus the options that shape results (CPUs, --quick...).
     pub rerun_prefix: String,
 }
@@ -317,8 +319,13 @@ fn pipeline(r: &mut Run) -> Result<Described, String> {
 fn scaling(r: &mut Run) -> Result<Described, String> {
     let keys: u64 = if r.ctx.quick { 10_000 } else { 100_000 };
     let n = r.ctx.server_cpus.len();
-    let mut counts: Vec<usize> = if r.ctx.quick { vec![1, n] } else { (1..=n).collect() };
+    let mut counts: Vec<usize> = match &r.ctx.shard_counts {
+        Some(counts) => counts.clone(),
+        None if r.ctx.quick => vec![1, n],
+        None => (1..=n).collect(),
+    };
     counts.dedup();
+    let counts_text = counts.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
     let mut a = [keyspace(keys), args(["--ratio", "1:10", "-d", "32"])].concat();
     a.extend(r.conns(50).1);
     for k in counts {
@@ -336,13 +343,14 @@ fn scaling(r: &mut Run) -> Result<Described, String> {
         }
     }
     let d = format!(
-        "1 to {n} shards on as many server CPUs (CPUs {}), SET:GET 1:10, 32-byte values, {keys} preloaded keys, \
+        "{} shards on as many server CPUs (of CPUs {}), SET:GET 1:10, 32-byte values, {keys} preloaded keys, \
          50 connections per load-generator thread. Plain client (rows \"plain client\"): corekv --shards k on the shared port (most \
          requests hop between cores when k > 1) against one redis-server pinned to the same k CPUs. Cluster \
          client (rows \"cluster client\": corekv-bench --cluster, keys routed by slot): corekv --cluster-mode per-core against k \
          cluster-mode redis-servers, one pinned to each CPU, slots split evenly (the Redis Cluster baseline). \
          On a 2-core machine only k = 1 fits beside the load generator; pass --server-cpus/--client-cpus on a \
          bigger one. {}",
+        counts_text,
         super::cpus::format_list(&r.ctx.server_cpus),
         timing(r.ctx)
     );
