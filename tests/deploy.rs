@@ -883,6 +883,8 @@ const SETTINGS: &[(&str, &str)] = &[
     ("tracking-table-max-keys", "1000000"),
     ("stream-node-max-bytes", "4096"),
     ("stream-node-max-entries", "100"),
+    ("enable-debug-command", "no"),
+    ("enable-module-command", "no"),
 ];
 
 /// The server's own list of settings (what `--check-config` prints) is the

@@ -177,6 +177,12 @@ impl Connection {
             }
         }
         self.last_cmd = spec.name;
+        // DEBUG, MODULE LOAD...: their enable-*-command setting decides,
+        // before AUTH (Redis's processCommand).
+        if let Some(refusal) = commands::debug::protected_refusal(self, spec) {
+            self.reject(&refusal);
+            return None;
+        }
         if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) && commands::acl::auth_required(self) {
             self.reject(NOAUTH);
             return None;

@@ -133,6 +133,38 @@ pub struct Config {
     pub tls: TlsSettings,
     /// Prometheus text exposition on `GET /metrics` (0: off).
     pub metrics_port: u16,
+    /// Who may run DEBUG and MODULE LOAD/LOADEX/UNLOAD (Redis 7.0's
+    /// `enable-debug-command`, `enable-module-command`; default no).
+    pub enable_debug_command: Protected,
+    pub enable_module_command: Protected,
+}
+
+/// Redis's protected actions: allowed to nobody, to everyone, or to
+/// clients on the loopback interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protected {
+    No,
+    Yes,
+    Local,
+}
+
+impl Protected {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protected::No => "no",
+            Protected::Yes => "yes",
+            Protected::Local => "local",
+        }
+    }
+
+    fn parse(values: &[&str]) -> Result<Protected, String> {
+        match one(values)?.to_ascii_lowercase().as_str() {
+            "no" => Ok(Protected::No),
+            "yes" => Ok(Protected::Yes),
+            "local" => Ok(Protected::Local),
+            _ => Err("argument(s) must be one of the following: no, yes, local".into()),
+        }
+    }
 }
 
 /// Redis's `tls-*` settings (names and defaults of Redis 7.0); files are
@@ -423,6 +455,8 @@ impl Default for Config {
             lfu_decay_time: 1,
             tls: TlsSettings::default(),
             metrics_port: 0,
+            enable_debug_command: Protected::No,
+            enable_module_command: Protected::No,
         }
     }
 }
@@ -807,6 +841,10 @@ pub static PARAMS: &[Param] = &[
     param!("tls-replication", true, |c| show_yes_no(c.tls.replication), |c, v| c.tls.replication = yes_no(v)?),
     param!("tls-cluster", false, |c| show_yes_no(c.tls.cluster), |c, v| c.tls.cluster = yes_no(v)?),
     param!("metrics-port", false, |c| c.metrics_port.to_string(), |c, v| c.metrics_port = int_in(v, 0, 65535)? as u16),
+    param!("enable-debug-command", false, |c| c.enable_debug_command.name().into(), |c, v| c.enable_debug_command =
+        Protected::parse(v)?),
+    param!("enable-module-command", false, |c| c.enable_module_command.name().into(), |c, v| c.enable_module_command =
+        Protected::parse(v)?),
 ];
 
 /// `host port`, or `no one` for none.

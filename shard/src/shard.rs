@@ -45,6 +45,9 @@ pub struct Shard {
     /// The tracking client whose command runs now (set around each
     /// command by the proxy; 0 for a client without tracking).
     pub caller: crate::tracking::Caller,
+    /// Keys whose time ran out are swept in the background (DEBUG
+    /// SET-ACTIVE-EXPIRE 0 leaves them until they are accessed).
+    pub active_expire_enabled: bool,
 }
 
 impl Shard {
@@ -68,6 +71,7 @@ impl Shard {
             outbox: Default::default(),
             tracking: None,
             caller: Default::default(),
+            active_expire_enabled: true,
         };
         shard.apply_config();
         shard
@@ -88,6 +92,9 @@ impl Shard {
     /// quarter of what it examined had expired, as Redis's cycle does.
     pub fn active_expire(&mut self, now: u64) -> usize {
         const BUDGET: usize = 2048;
+        if !self.active_expire_enabled {
+            return 0;
+        }
         let mut total = 0;
         for db in &mut self.dbs {
             for _ in 0..8 {

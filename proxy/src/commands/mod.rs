@@ -7,6 +7,7 @@ pub mod acl;
 mod bitmap;
 mod cluster;
 mod connection;
+pub mod debug;
 mod gather;
 mod geo;
 mod hyperloglog;
@@ -14,6 +15,8 @@ mod introspection;
 mod keys;
 mod lcs;
 mod list;
+mod memory;
+mod module;
 pub mod monitor;
 mod persistence;
 pub mod pubsub;
@@ -90,6 +93,9 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
             None => return Some(Deferred::Command(spec)),
         },
         _ if pubsub::is_pubsub(spec) => return pubsub::run_now(conn, spec, args),
+        "memory|help" => memory::help(conn, args.get(0)),
+        name if name.starts_with("module|") => module::module(conn, spec, args),
+        "pfselftest" => hyperloglog::pfselftest(conn),
         _ => return Some(Deferred::Command(spec)),
     }
     None
@@ -230,6 +236,11 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "bitop" => bitmap::bitop(conn, args).await,
         "pfcount" => hyperloglog::pfcount(conn, args).await,
         "pfmerge" => hyperloglog::pfmerge(conn, args).await,
+        "debug" => debug::debug(conn, args).await,
+        "memory|stats" => memory::stats(conn).await,
+        "memory|doctor" => memory::doctor(conn).await,
+        "memory|malloc-stats" => memory::malloc_stats(conn).await,
+        "memory|purge" => memory::purge(conn).await,
         "sinter" => set::op(conn, args, Op::Inter).await,
         "sunion" => set::op(conn, args, Op::Union).await,
         "sdiff" => set::op(conn, args, Op::Diff).await,

@@ -99,4 +99,7 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
 pub static COMMANDS: &[CommandSpec] = &[
     cmd!("dump", 2, READONLY, KEY1, Keyed, Some(dump)),
     cmd!("restore", -4, WRITE | DENYOOM, KEY1, Keyed, Some(restore)),
+    // RESTORE as a cluster migration sends it (Redis's ASKING flag: corekv
+    // moves no slots, so it is RESTORE itself).
+    cmd!("restore-asking", -4, WRITE | DENYOOM, KEY1, Keyed, Some(restore)),
 ];

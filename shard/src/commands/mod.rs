@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod bitmap;
+pub mod debug;
 pub mod dump;
 pub mod geo;
 pub mod hash;
@@ -12,6 +13,9 @@ pub mod hyperloglog;
 pub mod keys;
 pub mod lcs;
 pub mod list;
+pub mod lolwut;
+pub mod memory;
+pub mod module;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
@@ -77,6 +81,9 @@ pub mod flags {
     pub const STALE: u32 = 1 << 6;
     pub const FAST: u32 = 1 << 7;
     pub const NO_AUTH: u32 = 1 << 8;
+    /// Refused unless its `enable-*-command` setting allows it (DEBUG,
+    /// MODULE LOAD...: Redis's CMD_PROTECTED).
+    pub const PROTECTED: u32 = 1 << 9;
 }
 
 /// Where a keyword names one more key (Redis's getkeys procedures).
@@ -264,6 +271,10 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     transactions::COMMANDS,
     scripting::COMMANDS,
     pubsub::COMMANDS,
+    memory::COMMANDS,
+    debug::COMMANDS,
+    lolwut::COMMANDS,
+    module::COMMANDS,
 ];
 
 /// All top-level commands.
