@@ -12,7 +12,7 @@ use crate::push::PushQueue;
 use crate::replication::handoff::SyncRequest;
 use crate::replication::sync::{serve_replica, Peer};
 use crate::resp::{Limits, Parsed, RequestParser};
-use crate::session::{ConnState, Connection, Port};
+use crate::session::{ConnState, Connection, Deferred, Port};
 use crate::stream::ClientStream;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use shard::Args;
@@ -90,8 +90,6 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 laddr,
                 fd: stream.fd(),
                 name: Vec::new(),
-                lib_name: Vec::new(),
-                lib_ver: Vec::new(),
                 db: 0,
                 resp: 2,
                 created: now,
@@ -106,6 +104,13 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 subscriptions: [0; 3],
                 tracking: None,
                 monitor: false,
+                no_evict: false,
+                blocked: false,
+                unblock: None,
+                killed: Default::default(),
+                rbs: 0,
+                rbp: 0,
+                argv_mem: 0,
             });
             (id, key)
         };
@@ -141,6 +146,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 push: None,
                 subscriptions: Default::default(),
                 tracking: false,
+                reply: Default::default(),
             },
             now: 0,
             last_cmd: "NULL",
@@ -228,19 +234,31 @@ impl Connection {
             self.take_pushes();
             loop {
                 let limits = Limits { proto_max_bulk_len, unauthenticated: !self.state.authenticated };
+                // CLIENT REPLY OFF/SKIP: this command's reply (or protocol
+                // error) is dropped.
+                self.pipeline.set_silent(self.state.reply.silent());
                 match parser.next(&buf[..filled], &limits) {
                     Parsed::Command { inline } => {
                         commands += 1;
                         let src: &[u8] = if inline { parser.inline_buf() } else { &buf[..filled] };
                         let args = Args::new(src, parser.args());
-                        if let Some(deferred) = self.handle(args) {
+                        let mut deferred = self.handle(args);
+                        while matches!(deferred, Some(Deferred::Paused)) {
+                            if !Box::pin(self.hold_for_pause(stream, &args)).await {
+                                return;
+                            }
+                            deferred = self.handle(args);
+                        }
+                        if let Some(deferred) = deferred {
                             // Boxed, as every rare path here: the task's
                             // future stays small for idle connections.
                             blocked = Box::pin(self.run_deferred(deferred, args)).await;
                             if blocked.is_some() {
+                                self.show_blocked(true, &args);
                                 break;
                             }
                         }
+                        self.state.reply.command_done();
                         if self.state.close || self.state.sync.is_some() {
                             break;
                         }
@@ -265,6 +283,10 @@ impl Connection {
                 }
             }
             CoreStats::add(&self.core.stats.commands, commands);
+            // A blocked command's reply, when it comes, is as silent as
+            // the command was; pushes never are.
+            let silent = self.pipeline.silent();
+            self.pipeline.set_silent(false);
             self.take_pushes();
             if !self.send_replies(stream).await {
                 return;
@@ -285,7 +307,11 @@ impl Connection {
             parser.shift(consumed);
             if let Some(wait) = blocked {
                 self.update_registry(filled, buf.len() - filled, 0);
-                if !Box::pin(blocking::wait(self, wait, stream, &mut buf, &mut filled)).await {
+                self.pipeline.set_silent(silent);
+                let served = Box::pin(blocking::wait(self, wait, stream, &mut buf, &mut filled)).await;
+                self.pipeline.set_silent(false);
+                self.state.reply.command_done();
+                if !served {
                     return;
                 }
                 read_first = false;
@@ -313,6 +339,15 @@ impl Connection {
             if !more {
                 return true;
             }
+        }
+    }
+
+    /// CLIENT PAUSE holds the next command: the replies so far go out, then
+    /// the connection waits. False when it was killed meanwhile.
+    async fn hold_for_pause(&mut self, stream: &mut ClientStream, args: &Args<'_>) -> bool {
+        self.send_replies(stream).await && {
+            self.pause_wait(args).await;
+            !self.killed()
         }
     }
 
@@ -374,7 +409,10 @@ impl Connection {
                 None => continue,
             }
         }
-        self.set_registry_omem(stream.pending_output());
+        if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
+            c.omem = stream.pending_output();
+            (c.rbs, c.rbp) = (self.pipeline.out.capacity(), len);
+        }
         if let Some(queue) = &self.state.push {
             queue.held_by_conn.set(stream.pending_output());
         }
