@@ -565,9 +565,13 @@ fn every_shard_command_survives_random_arguments() {
 /// Never sent: they stop the server, or turn the connection into something
 /// else for good (the subscribe family answers one reply per channel and
 /// pushes afterwards: tests/pubsub.rs covers it; MONITOR streams every
-/// command afterwards: tests/tracking.rs covers it).
+/// command afterwards: tests/tracking.rs covers it; CLIENT PAUSE would hold
+/// every later case and CLIENT REPLY OFF/SKIP drops the replies waited
+/// for: tests/client_admin.rs and tests/diff/33-client-config.redis).
 const NOT_SENT: &[&str] = &[
     "shutdown",
+    "client|pause",
+    "client|reply",
     "monitor",
     "sync",
     "psync",

@@ -24,9 +24,12 @@ pub struct ClientInfo {
     pub qbuf: usize,
     /// Free bytes of the query buffer (0 while idle: it is pooled).
     pub qbuf_free: usize,
-    /// Replies not yet sent: the ring's queue and, while the connection
-    /// waits on it, its pipeline's (as of the connection's last write).
+    /// Replies held by the connection beyond the socket layer's queue
+    /// (while a write waits on a slow reader).
     pub omem: usize,
+    /// The socket layer's queued reply bytes, read live (the ring's queue;
+    /// `None` when the socket is written directly).
+    pub output: Option<Box<dyn Fn() -> usize>>,
     /// The reply buffer's capacity and the bytes of the last batch of
     /// replies written (rbs=, rbp=).
     pub rbs: usize,
@@ -105,7 +108,12 @@ impl ClientInfo {
     /// MULTI commands and the fixed cost of its state.
     pub fn total_memory(&self) -> usize {
         const FIXED: usize = 1024;
-        FIXED + self.qbuf + self.qbuf_free + self.argv_mem + self.rbs + self.omem + self.multi.1
+        FIXED + self.qbuf + self.qbuf_free + self.argv_mem + self.rbs + self.output_memory() + self.multi.1
+    }
+
+    /// Reply bytes not sent yet (omem=).
+    pub fn output_memory(&self) -> usize {
+        self.omem + self.output.as_ref().map_or(0, |queued| queued())
     }
 
     /// Subscribed to anything (flags=P; CLIENT KILL TYPE pubsub).
@@ -151,6 +159,7 @@ impl ClientInfo {
     /// One line of CLIENT LIST in Redis 7.0's field order
     /// (catClientInfoString).
     pub fn line(&self, now: Instant) -> String {
+        let omem = self.output_memory();
         format!(
             "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl=0 oll={} omem={} tot-mem={} events={} cmd={} user={} redir={} resp={}",
             self.id,
@@ -172,10 +181,10 @@ impl ClientInfo {
             self.multi.1,
             self.rbs,
             self.rbp,
-            usize::from(self.omem > 0),
-            self.omem,
+            usize::from(omem > 0),
+            omem,
             self.total_memory(),
-            if self.omem > 0 { "rw" } else { "r" },
+            if omem > 0 { "rw" } else { "r" },
             self.last_cmd,
             String::from_utf8_lossy(&self.user),
             self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),

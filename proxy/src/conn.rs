@@ -108,6 +108,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 blocked: false,
                 unblock: None,
                 killed: Default::default(),
+                output: stream.output_probe(),
                 rbs: 0,
                 rbp: 0,
                 argv_mem: 0,
@@ -215,7 +216,7 @@ impl Connection {
                 CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
                 let pending = filled - parser.consumed();
                 if pending as u64 > self.core.config().client_query_buffer_limit {
-                    self.update_registry(pending, buf.len() - filled, 0);
+                    self.update_registry(pending, buf.len() - filled);
                     let bytes = repr(&buf[parser.consumed()..filled.min(parser.consumed() + 64)]);
                     log::warning(&format!(
                         "Closing client that reached max query buffer length: {} (qbuf initial bytes: {bytes})",
@@ -263,7 +264,7 @@ impl Connection {
                             break;
                         }
                         if self.pipeline.out.len() >= OUTPUT_HIGH_WATER {
-                            self.update_registry(filled - parser.consumed(), buf.len() - filled, 0);
+                            self.update_registry(filled - parser.consumed(), buf.len() - filled);
                             if !self.send_replies(stream).await {
                                 return;
                             }
@@ -306,7 +307,7 @@ impl Connection {
             filled -= consumed;
             parser.shift(consumed);
             if let Some(wait) = blocked {
-                self.update_registry(filled, buf.len() - filled, 0);
+                self.update_registry(filled, buf.len() - filled);
                 self.pipeline.set_silent(silent);
                 let served = Box::pin(blocking::wait(self, wait, stream, &mut buf, &mut filled)).await;
                 self.pipeline.set_silent(false);
@@ -317,7 +318,7 @@ impl Connection {
                 read_first = false;
                 continue;
             }
-            self.update_registry(filled, buf.len() - filled, stream.pending_output());
+            self.update_registry(filled, buf.len() - filled);
         }
     }
 
@@ -410,7 +411,7 @@ impl Connection {
             }
         }
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
-            c.omem = stream.pending_output();
+            c.omem = 0;
             (c.rbs, c.rbp) = (self.pipeline.out.capacity(), len);
         }
         if let Some(queue) = &self.state.push {
@@ -444,7 +445,6 @@ impl Connection {
             self.pipeline.soft_limit_since = None;
         }
         if hard || soft {
-            self.set_registry_omem(held as usize);
             log::warning(&format!(
                 "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
                 self.client_line()
@@ -469,7 +469,7 @@ impl Connection {
     /// SYNC/PSYNC: from here on the socket carries the replication stream.
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
         // CLIENT LIST shows it (flags=S cmd=psync) from here on.
-        self.update_registry(0, 0, 0);
+        self.update_registry(0, 0);
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
             c.replica = true;
         }
@@ -485,7 +485,9 @@ impl Connection {
         serve_replica(&self.core, stream, peer, request, input).await
     }
 
-    fn update_registry(&self, qbuf: usize, qbuf_free: usize, omem: usize) {
+    /// The registry entry after a batch (or before a wait): the pipeline
+    /// holds no replies then (`omem`; the socket layer's are read live).
+    fn update_registry(&self, qbuf: usize, qbuf_free: usize) {
         let mut clients = self.core.clients.borrow_mut();
         if let Some(c) = clients.list.get_mut(self.state.registry_key) {
             c.last_active = self.core.now_instant();
@@ -494,7 +496,7 @@ impl Connection {
             c.resp = if self.state.resp3 { 3 } else { 2 };
             c.qbuf = qbuf;
             c.qbuf_free = qbuf_free;
-            c.omem = omem;
+            c.omem = 0;
             c.multi = self.state.multi.as_ref().map_or((-1, 0), |q| q.size());
         }
     }

@@ -182,8 +182,9 @@ fn type_of(c: &ClientInfo) -> ClientType {
     }
 }
 
-/// Redis's addReplySubcommandSyntaxError.
-fn wrong_arguments(conn: &mut Connection, sub: &str) {
+/// Redis's addReplySubcommandSyntaxError (the subcommand as given).
+fn wrong_arguments(conn: &mut Connection, args: &Args) {
+    let sub = String::from_utf8_lossy(args.get(1)).into_owned();
     conn.error(&format!("ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP."));
 }
 
@@ -352,7 +353,7 @@ pub async fn kill(conn: &mut Connection, args: Args<'_>) {
 /// (they are not refused) until CLIENT UNPAUSE or the time runs out.
 pub async fn pause(conn: &mut Connection, args: Args<'_>) {
     if args.len() > 4 {
-        return wrong_arguments(conn, "pause");
+        return wrong_arguments(conn, &args);
     }
     let mut kind = PauseKind::All;
     if args.len() == 4 {
@@ -410,7 +411,7 @@ fn keep_dataset(core: &Core) {
 /// core, answered as on a timeout or with an UNBLOCKED error. 1 if it was.
 pub async fn unblock(conn: &mut Connection, args: Args<'_>) {
     if args.len() > 4 {
-        return wrong_arguments(conn, "unblock");
+        return wrong_arguments(conn, &args);
     }
     let mut how = UnblockHow::Timeout;
     if args.len() == 4 {

@@ -94,7 +94,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         aof_buffer: shard.effects.as_ref().map_or(0, |e| e.buf.capacity() as u64),
         blocked: core.blocked_here.get(),
         max_input_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.qbuf + c.qbuf_free).max().unwrap_or(0),
-        max_output_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.omem).max().unwrap_or(0),
+        max_output_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.output_memory()).max().unwrap_or(0),
         aof: core.aof.enabled.get().then(|| core.aof.stats.borrow().clone()),
         dirty: shard.dirty,
         save_keys: shard.snapshot_progress(),
