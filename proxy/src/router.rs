@@ -138,10 +138,10 @@ impl Connection {
 
     /// CLIENT PAUSE holds this command back (Redis's processCommand): every
     /// command under ALL; under WRITE, writes, what may replicate and EXEC
-    /// of a transaction holding one of those. Never the primary's stream,
-    /// nor the commands EXEC runs.
+    /// of a transaction holding one of those. Never the commands EXEC
+    /// runs; the primary's stream on a replica waits too, as in Redis.
     fn paused(&self, spec: &shard::CommandSpec) -> bool {
-        if !self.core.pause.recorded() || self.state.master || self.state.in_exec {
+        if !self.core.pause.recorded() || self.state.in_exec {
             return false;
         }
         match self.core.pause.kind(self.core.now_ms()) {
