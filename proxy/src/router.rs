@@ -370,7 +370,8 @@ impl Connection {
 /// What CLIENT PAUSE WRITE holds back: writes and Redis 7.0's
 /// `may_replicate` commands (a flag COMMAND INFO hides).
 fn may_replicate(spec: &shard::CommandSpec) -> bool {
-    spec.has_flag(flags::WRITE) || matches!(spec.name, "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount")
+    spec.has_flag(flags::WRITE)
+        || matches!(spec.name, "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount")
 }
 
 fn truncated(b: &[u8], max: usize) -> String {

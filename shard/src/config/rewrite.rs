@@ -24,12 +24,8 @@ struct State {
 
 impl State {
     fn read(old: &str) -> State {
-        let mut s = State {
-            lines: Vec::new(),
-            option_lines: HashMap::new(),
-            rewritten: HashSet::new(),
-            needs_signature: true,
-        };
+        let mut s =
+            State { lines: Vec::new(), option_lines: HashMap::new(), rewritten: HashSet::new(), needs_signature: true };
         if old.is_empty() {
             return s;
         }
@@ -125,9 +121,11 @@ pub fn rewrite(old: &str, config: &Config, users: Option<&[String]>) -> String {
             "notify-keyspace-events" => s.line(name, format!("{name} {}", repr(&value)), value != was),
             "client-output-buffer-limit" => {
                 let (now, def) = (&config.client_output_buffer_limit, &default.client_output_buffer_limit);
-                for (class, l, d) in
-                    [("normal", now.normal, def.normal), ("replica", now.replica, def.replica), ("pubsub", now.pubsub, def.pubsub)]
-                {
+                for (class, l, d) in [
+                    ("normal", now.normal, def.normal),
+                    ("replica", now.replica, def.replica),
+                    ("pubsub", now.pubsub, def.pubsub),
+                ] {
                     let line = format!("{name} {class} {} {} {}", memory(l.hard), memory(l.soft), l.soft_seconds);
                     s.line(name, line, l != d);
                 }
@@ -279,7 +277,10 @@ mod tests {
         let p = |n| find_param(n).unwrap();
         assert!(is_string(p("dbfilename")) && is_string(p("masterauth")) && !is_string(p("hz")));
         assert!(is_memory(p("maxmemory")) && is_memory(p("proto-max-bulk-len")) && !is_memory(p("maxclients")));
-        assert_eq!((memory(0), memory(3 << 20), memory(1536), memory(7)), ("0".into(), "3mb".into(), "1536".into(), "7".into()));
+        assert_eq!(
+            (memory(0), memory(3 << 20), memory(1536), memory(7)),
+            ("0".into(), "3mb".into(), "1536".into(), "7".into())
+        );
         assert_eq!(repr("a \"b\"\n\x01"), "\"a \\\"b\\\"\\n\\x01\"");
         assert_eq!(split_args(repr("a \"b\"\n").as_bytes()).unwrap(), vec![b"a \"b\"\n".to_vec()]);
     }
