@@ -139,7 +139,7 @@ fn a_killed_client_held_by_a_pause_never_runs_its_write() {
     let admin_id = id_of(&mut admin);
     let (mut writer, writer_id) = connection_off(&server, &[admin_id]);
     admin.cmd_str("SET k v");
-    admin.cmd_str("CLIENT PAUSE 100000 WRITE");
+    admin.cmd_str("CLIENT PAUSE 9223372036854775807 WRITE");
     writer.send(&Raw::encode(&[b"SET", b"k", b"lost"]));
     admin.wait_blocked(1);
     assert_eq!(admin.cmd_str(&format!("CLIENT KILL ID {writer_id}")), Value::Int(1));
@@ -147,6 +147,22 @@ fn a_killed_client_held_by_a_pause_never_runs_its_write() {
     admin.wait_blocked(0);
     admin.cmd_str("CLIENT UNPAUSE");
     assert_eq!(admin.cmd_str("GET k"), Value::Bulk(b"v".to_vec()));
+}
+
+/// While paused the dataset stays as it is (Redis 7.0): a key whose time
+/// ran out reads as gone but is not deleted until the pause ends.
+#[test]
+fn a_pause_keeps_expired_keys_until_it_ends() {
+    let redis = Redis::start();
+    let corekv = Server::shards(3);
+    let (mut a, mut b) = (redis.raw(), corekv.raw());
+    for cmd in ["SET k v", "SET gone v PX 300", "CLIENT PAUSE 100000 WRITE"] {
+        assert_eq!(a.cmd_str(cmd), b.cmd_str(cmd), "{cmd}");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    for cmd in ["GET gone", "EXISTS gone", "DBSIZE", "GET gone", "DBSIZE", "CLIENT UNPAUSE", "GET gone", "DBSIZE"] {
+        assert_eq!(a.cmd_str(cmd), b.cmd_str(cmd), "{cmd}");
+    }
 }
 
 #[test]

@@ -165,7 +165,9 @@ impl Connection {
         let killed = || core.clients.borrow().list.get(key).is_some_and(|c| c.killed.get());
         self.show_blocked(true, args);
         core.blocked_here.set(core.blocked_here.get() + 1);
-        let wait = core.pause.end_ms().saturating_sub(shard::unix_ms()) + 1;
+        // At most a minute at a time (the caller looks again): a pause of
+        // any length never overflows the timer.
+        let wait = (core.pause.end_ms().saturating_sub(shard::unix_ms()) + 1).min(60_000);
         let mut timer = Box::pin(glommio::timer::sleep(std::time::Duration::from_millis(wait)));
         std::future::poll_fn(|cx| {
             if killed() || core.pause.kind(shard::unix_ms()) == PauseKind::Off || timer.as_mut().poll(cx).is_ready() {
