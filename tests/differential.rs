@@ -15,6 +15,8 @@
 //!                    pair of servers started with these arguments (settings
 //!                    that cannot change at run time: enable-debug-command),
 //!                    each writing its files into a temporary folder
+//!   !noreply CMD     send without reading: no reply is expected (CLIENT
+//!                    REPLY OFF/SKIP); a stray one shows in the next reply
 
 mod common;
 
@@ -127,6 +129,13 @@ fn run_script(name: &str, text: &str, redis: &Redis, corekv: &Server, shards: us
             }
             Some(("!sleep", ms)) => {
                 std::thread::sleep(std::time::Duration::from_millis(ms.parse().expect("!sleep MS")));
+                continue;
+            }
+            Some(("!noreply", cmd)) => {
+                let words = split_args(cmd.as_bytes()).unwrap_or_else(|| panic!("{name}:{}: bad quoting", n + 1));
+                let args: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+                a.send(&Raw::encode(&args));
+                b.send(&Raw::encode(&args));
                 continue;
             }
             _ if line == "!fresh" => {

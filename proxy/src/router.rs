@@ -9,6 +9,7 @@ use crate::blocking::{self, BlockWait};
 use crate::commands::{self, transactions};
 use crate::coordinator::wait_for_release;
 use crate::log;
+use crate::pause::PauseKind;
 use crate::persistence;
 use crate::replication::replica::state::refusal;
 use crate::session::{Connection, Deferred};
@@ -34,6 +35,14 @@ impl Connection {
                         wait_for_release(&self.core).await;
                         deferred = self.handle(args)?;
                     }
+                }
+                Deferred::Paused => {
+                    self.pause_wait(&args).await;
+                    if self.killed() {
+                        self.state.close = true;
+                        return None;
+                    }
+                    deferred = self.handle(args)?;
                 }
                 Deferred::Command(spec) if spec.name == "exec" => {
                     self.exec(args).await;
@@ -127,6 +136,66 @@ impl Connection {
         }
     }
 
+    /// CLIENT PAUSE holds this command back (Redis's processCommand): every
+    /// command under ALL; under WRITE, writes, what may replicate and EXEC
+    /// of a transaction holding one of those. Never the commands EXEC
+    /// runs; the primary's stream on a replica waits too, as in Redis.
+    fn paused(&self, spec: &shard::CommandSpec) -> bool {
+        if !self.core.pause.recorded() || self.state.in_exec {
+            return false;
+        }
+        match self.core.pause.kind(self.core.now_ms()) {
+            PauseKind::Off => false,
+            PauseKind::All => true,
+            PauseKind::Write => {
+                may_replicate(spec)
+                    || (spec.name == "exec"
+                        && self.state.multi.as_ref().is_some_and(|q| q.commands.iter().any(|(s, ..)| may_replicate(s))))
+            }
+        }
+    }
+
+    /// Waits while a pause holds this connection's command: until it is
+    /// lifted or runs out, or the connection is killed (CLIENT KILL wakes
+    /// the pause's waiters). Shown as blocked (flags=b, blocked_clients)
+    /// meanwhile; the caller handles the command again.
+    pub async fn pause_wait(&mut self, args: &Args<'_>) {
+        let core = self.core.clone();
+        let key = self.state.registry_key;
+        let killed = || core.clients.borrow().list.get(key).is_some_and(|c| c.killed.get());
+        self.show_blocked(true, args);
+        core.blocked_here.set(core.blocked_here.get() + 1);
+        // At most a minute at a time (the caller looks again): a pause of
+        // any length never overflows the timer.
+        let wait = (core.pause.end_ms().saturating_sub(shard::unix_ms()) + 1).min(60_000);
+        let mut timer = Box::pin(glommio::timer::sleep(std::time::Duration::from_millis(wait)));
+        std::future::poll_fn(|cx| {
+            if killed() || core.pause.kind(shard::unix_ms()) == PauseKind::Off || timer.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+            core.pause.park(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+        .await;
+        core.blocked_here.set(core.blocked_here.get() - 1);
+        self.show_blocked(false, args);
+    }
+
+    /// CLIENT LIST's view of a command that waits: flags=b and its
+    /// arguments' bytes (argv-mem=) while it does.
+    pub fn show_blocked(&self, blocked: bool, args: &Args) {
+        if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
+            c.blocked = blocked;
+            c.argv_mem = if blocked { args.iter().map(<[u8]>::len).sum() } else { 0 };
+            (c.last_cmd, c.db) = (self.last_cmd, self.state.db);
+        }
+    }
+
+    /// The connection was closed by CLIENT KILL.
+    pub fn killed(&self) -> bool {
+        self.core.clients.borrow().list.get(self.state.registry_key).is_some_and(|c| c.killed.get())
+    }
+
     /// maxmemory (Redis's processCommand): a `denyoom` command, or anything
     /// queued in MULTI, is refused while used memory is over the limit and
     /// eviction cannot bring it back (EXEC: `transactions::exec_begin`).
@@ -134,7 +203,8 @@ impl Connection {
     pub(crate) fn out_of_memory(&self, spec: &shard::CommandSpec) -> bool {
         let deny = spec.has_flag(flags::DENYOOM)
             || (self.state.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset"));
-        deny && !self.state.master && self.core.out_of_memory()
+        // A pause keeps the dataset as it is: no eviction, no refusal.
+        deny && !self.state.master && !self.core.pause.recorded() && self.core.out_of_memory()
     }
 
     /// Routes one command. Returns the work that must wait for earlier
@@ -239,6 +309,9 @@ impl Connection {
             self.reject(busy);
             return None;
         }
+        if self.paused(spec) {
+            return Some(Deferred::Paused);
+        }
         if self.state.multi.is_some() && matches!(spec.name, "shutdown" | "save" | "sync" | "psync") {
             self.reject("ERR Command not allowed inside a transaction");
             return None;
@@ -300,6 +373,13 @@ impl Connection {
         }
         None
     }
+}
+
+/// What CLIENT PAUSE WRITE holds back: writes and Redis 7.0's
+/// `may_replicate` commands (a flag COMMAND INFO hides).
+fn may_replicate(spec: &shard::CommandSpec) -> bool {
+    spec.has_flag(flags::WRITE)
+        || matches!(spec.name, "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount")
 }
 
 fn truncated(b: &[u8], max: usize) -> String {

@@ -59,6 +59,29 @@ pub struct ConnState {
     pub subscriptions: ConnSubscriptions,
     /// CLIENT TRACKING is on (its mode is in the registry entry).
     pub tracking: bool,
+    /// CLIENT REPLY's state.
+    pub reply: ReplyMode,
+}
+
+/// CLIENT REPLY: OFF, and SKIP's two steps (Redis's CLIENT_REPLY_SKIP_NEXT,
+/// then CLIENT_REPLY_SKIP for the one command after it).
+#[derive(Clone, Copy, Default)]
+pub struct ReplyMode {
+    pub off: bool,
+    pub skip_next: bool,
+    pub skip: bool,
+}
+
+impl ReplyMode {
+    /// The reply of the command about to run is dropped.
+    pub fn silent(self) -> bool {
+        self.off || self.skip
+    }
+
+    /// After each command (Redis's resetClient): SKIP covers one command.
+    pub fn command_done(&mut self) {
+        self.skip = std::mem::take(&mut self.skip_next);
+    }
 }
 
 /// Which listener accepted a connection.
@@ -88,6 +111,9 @@ pub enum Deferred {
     /// A command whose keys a coordinator unit holds: handled again after
     /// the next release.
     Locked,
+    /// A command CLIENT PAUSE holds back: handled again once the pause
+    /// ends (the connection shows flags=b meanwhile).
+    Paused,
 }
 
 /// Commands queued since MULTI, their arguments copied into one buffer.
@@ -137,6 +163,7 @@ impl Connection {
                 push: None,
                 subscriptions: Default::default(),
                 tracking: false,
+                reply: Default::default(),
             },
             core,
             now: 0,

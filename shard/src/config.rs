@@ -6,6 +6,9 @@
 use crate::args::parse_memory;
 use crate::glob::glob_match;
 
+mod rewrite;
+pub use rewrite::rewrite;
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub port: u16,
@@ -876,6 +879,22 @@ pub fn is_alias(name: &str) -> bool {
         || name == "lua-time-limit"
         || name.starts_with("slave")
         || name.starts_with("min-slaves")
+}
+
+/// The setting an alias stands for (`slave-read-only` ->
+/// `replica-read-only`); other names as they are.
+pub fn canonical(name: &str) -> String {
+    if !is_alias(name) {
+        return name.to_string();
+    }
+    let real = match name {
+        "lua-time-limit" => "busy-reply-threshold".to_string(),
+        _ => name.replace("ziplist", "listpack").replace("slaveof", "replicaof").replace("slave", "replica"),
+    };
+    match find_param(&real) {
+        Some(p) => p.name.to_string(),
+        None => name.to_string(),
+    }
 }
 
 pub fn find_param(name: &str) -> Option<&'static Param> {

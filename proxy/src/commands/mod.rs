@@ -5,6 +5,7 @@
 
 pub mod acl;
 mod bitmap;
+pub mod client;
 mod cluster;
 mod connection;
 pub mod debug;
@@ -54,9 +55,8 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "client|caching" => tracking::caching(conn, args),
         "client|getredir" => tracking::getredir(conn),
         "client|trackinginfo" => tracking::trackinginfo(conn),
-        "client|id" | "client|getname" | "client|setname" | "client|setinfo" | "client|info" | "client|help" => {
-            connection::client(conn, spec, args)
-        }
+        "client|id" | "client|getname" | "client|setname" | "client|info" | "client|help" | "client|reply"
+        | "client|no-evict" => client::run_now(conn, spec, args),
         "command"
         | "command|count"
         | "command|info"
@@ -66,6 +66,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         | "command|getkeysandflags"
         | "command|help" => introspection::command(conn, spec, args),
         "config|get" => server::config_get(conn, args),
+        "config|rewrite" => server::config_rewrite(conn),
         name if name.starts_with("acl|") => {
             if !acl::run_now(conn, spec, args) {
                 return Some(Deferred::Command(spec));
@@ -215,9 +216,12 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "wait" => replication::wait_command(conn, args).await,
         "role" => replication::role(conn).await,
         "replicaof" | "slaveof" => replication::replicaof(conn, args).await,
-        "client|list" => connection::client_list(conn, args).await,
+        "client|list" => client::list(conn, args).await,
         name if name.starts_with("acl|") => acl::run_deferred(conn, spec, args).await,
-        "client|kill" => connection::client_kill(conn, args).await,
+        "client|kill" => client::kill(conn, args).await,
+        "client|pause" => client::pause(conn, args).await,
+        "client|unpause" => client::unpause(conn).await,
+        "client|unblock" => client::unblock(conn, args).await,
         "scan" => keys::scan(conn, args).await,
         "cluster|countkeysinslot" | "cluster|getkeysinslot" => cluster::keys_in_slot(conn, spec, args).await,
         "cluster|reload" => cluster::reload(conn).await,

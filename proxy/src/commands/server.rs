@@ -10,7 +10,6 @@ use crate::tls;
 use shard::config::find_param;
 use shard::reply::errors::SYNTAX;
 use shard::Args;
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::rc::Rc;
 
@@ -95,7 +94,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         aof_buffer: shard.effects.as_ref().map_or(0, |e| e.buf.capacity() as u64),
         blocked: core.blocked_here.get(),
         max_input_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.qbuf + c.qbuf_free).max().unwrap_or(0),
-        max_output_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.omem).max().unwrap_or(0),
+        max_output_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.output_memory()).max().unwrap_or(0),
         aof: core.aof.enabled.get().then(|| core.aof.stats.borrow().clone()),
         dirty: shard.dirty,
         save_keys: shard.snapshot_progress(),
@@ -350,13 +349,27 @@ pub async fn info(conn: &mut Connection, args: Args<'_>) {
     reply(conn, |r| r.verbatim(text.as_bytes()));
 }
 
+/// CONFIG GET pattern [pattern ...] (Redis 7.0's configGetCommand): a name
+/// without glob characters is looked up (aliases too) and answered under
+/// the name as given; a pattern matches every setting's name. Each
+/// setting once.
 pub fn config_get(conn: &mut Connection, args: Args) {
-    let mut found: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut found: Vec<(String, String)> = Vec::new();
     {
         let config = conn.core.config();
+        let seen = |found: &[(String, String)], name: &str| found.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
         for pattern in args.iter().skip(2) {
+            if !pattern.iter().any(|c| b"[*?".contains(c)) {
+                let name = String::from_utf8_lossy(pattern).into_owned();
+                if let Some(value) = config.get(&name).filter(|_| !seen(&found, &name)) {
+                    found.push((name, value));
+                }
+                continue;
+            }
             for (name, value) in config.matching(pattern) {
-                found.insert(name, value);
+                if !seen(&found, name) {
+                    found.push((name.to_string(), value));
+                }
             }
         }
     }
@@ -380,6 +393,8 @@ pub fn config_help(conn: &mut Connection) {
             "    Set the configuration <directive> to <value>.",
             "RESETSTAT",
             "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
             "HELP",
             "    Prints this help.",
         ],
@@ -448,10 +463,39 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
             return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Unable to update TLS configuration. Check server logs."));
         }
     }
-    let password = changes.iter().any(|(n, _)| n == "requirepass");
-    let acl_changed = password || changes.iter().any(|(n, _)| n == "acl-pubsub-default");
+    let old: Vec<(String, String)> = {
+        let config = conn.core.config();
+        changes.iter().map(|(n, _)| (n.clone(), config.get(n).unwrap_or_default())).collect()
+    };
     let aof_was = conn.core.aof.enabled.get();
     let aof_wanted = candidate.appendonly;
+    if !apply(conn, changes, tls_changed).await {
+        return conn.error("ERR CONFIG SET could not reach every shard");
+    }
+    // Applying (Redis's apply functions, after every value is set): if the
+    // AOF cannot be turned on, every setting goes back (restoreBackupConfig).
+    match (aof_was, aof_wanted) {
+        (false, true) => {
+            if let Err(e) = persistence::aof::turn_on(&conn.core).await {
+                log::warning(&format!("Redis needs to enable the AOF but can't: {e}"));
+                log::warning("Failed applying new configuration. Possibly related to new appendonly setting. Restoring previous settings.");
+                persistence::aof::turn_off(&conn.core).await;
+                apply(conn, old, tls_changed).await;
+                return conn.error("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.");
+            }
+        }
+        (true, false) => persistence::aof::turn_off(&conn.core).await,
+        _ => {}
+    }
+    reply(conn, |r| r.ok());
+}
+
+/// Sets `changes` on every core's copy and applies what depends on them
+/// (log level, TLS, ACL's default user, refused writes). False when a core
+/// could not be reached.
+async fn apply(conn: &mut Connection, changes: Vec<(String, String)>, tls_changed: bool) -> bool {
+    let password = changes.iter().any(|(n, _)| n == "requirepass");
+    let acl_changed = password || changes.iter().any(|(n, _)| n == "acl-pubsub-default");
     let applied = call_all(&conn.core, move |core| {
         let mut shard = core.shard.borrow_mut();
         for (name, value) in &changes {
@@ -473,24 +517,69 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     })
     .await;
     if applied.iter().any(Option::is_none) {
-        return conn.error("ERR CONFIG SET could not reach every shard");
+        return false;
     }
     if acl_changed {
         super::acl::config_changed(conn, password).await;
     }
     // `save` and `stop-writes-on-bgsave-error` decide whether writes are refused.
     persistence::refresh_deny_writes(&conn.core).await;
-    match (aof_was, aof_wanted) {
-        (false, true) => {
-            if let Err(e) = persistence::aof::turn_on(&conn.core).await {
-                log::warning(&format!("Redis needs to enable the AOF but can't: {e}"));
-                return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument 'appendonly') - {e}"));
-            }
-        }
-        (true, false) => persistence::aof::turn_off(&conn.core).await,
-        _ => {}
+    true
+}
+
+/// CONFIG REWRITE: the file corekv was started with, rewritten as Redis's
+/// rewriteConfig does (shard/src/config/rewrite.rs: comments and unknown
+/// lines kept, settings replaced in place, new ones appended), then put in
+/// its place through a temporary file.
+pub fn config_rewrite(conn: &mut Connection) {
+    let path = conn.core.process.config_file.clone();
+    if path.is_empty() {
+        return conn.error("ERR The server is running without a config file");
     }
-    reply(conn, |r| r.ok());
+    let users: Option<Vec<String>> = conn
+        .core
+        .config()
+        .aclfile
+        .is_empty()
+        .then(|| conn.core.acl.users().file_text().lines().map(String::from).collect());
+    let written = match std::fs::read_to_string(&path) {
+        Ok(old) => Ok(old),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e),
+    }
+    .and_then(|old| write_over(&path, &shard::config::rewrite(&old, &conn.core.config(), users.as_deref())));
+    match written {
+        Ok(()) => {
+            log::warning("CONFIG REWRITE executed with success.");
+            reply(conn, |r| r.ok())
+        }
+        Err(e) => {
+            let reason = shard::config::os_reason(&e);
+            log::warning(&format!("CONFIG REWRITE failed: {reason}"));
+            conn.error(&format!("ERR Rewriting config file: {reason}"))
+        }
+    }
+}
+
+/// Redis's rewriteConfigOverwriteFile: a new file beside the old one,
+/// fsynced, mode 0644, renamed over it, the directory fsynced.
+fn write_over(path: &str, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let tmp = format!("{path}.{}-{}", std::process::id(), shard::unix_ms());
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        std::fs::rename(&tmp, path)?;
+        let dir = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty());
+        std::fs::File::open(dir.unwrap_or(std::path::Path::new(".")))?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 pub async fn config_resetstat(conn: &mut Connection) {

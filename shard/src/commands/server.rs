@@ -104,7 +104,6 @@ pub static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("client|id", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|getname", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|setname", 3, CLIENT_FLAGS, NOKEYS, Proxy, None),
-    cmd!("client|setinfo", 4, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|info", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|list", -2, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|kill", -3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
@@ -113,6 +112,11 @@ pub static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("client|caching", 3, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|getredir", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|trackinginfo", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|reply", 3, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|no-evict", 3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|pause", -3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|unpause", 2, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|unblock", -3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
 ];
 
 pub static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
@@ -147,6 +151,7 @@ pub static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("config|rewrite", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
 ];
 
