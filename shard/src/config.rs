@@ -55,6 +55,9 @@ pub struct Config {
     pub hll_sparse_max_bytes: u64,
     /// Elements (positive) or node bytes (-1..-5: 4..64 KB) per list node.
     pub list_max_listpack_size: i64,
+    /// Nodes left uncompressed at each end of a list made from now on; the
+    /// others are kept LZF-compressed (0: none).
+    pub list_compress_depth: i64,
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
@@ -408,6 +411,7 @@ impl Default for Config {
             zset_max_listpack_value: 64,
             hll_sparse_max_bytes: 3000,
             list_max_listpack_size: -2,
+            list_compress_depth: 0,
             stream_node_max_bytes: 4096,
             stream_node_max_entries: 100,
             hash_max_listpack_entries: 512,
@@ -695,6 +699,9 @@ pub static PARAMS: &[Param] = &[
         int_in(v, i32::MIN as i64, i32::MAX as i64)?),
     param!("list-max-ziplist-size", true, |c| c.list_max_listpack_size.to_string(), |c, v| c.list_max_listpack_size =
         int_in(v, i32::MIN as i64, i32::MAX as i64)?),
+    // Redis 7.0 applies it to lists made after the change, not to existing ones.
+    param!("list-compress-depth", true, |c| c.list_compress_depth.to_string(), |c, v| c.list_compress_depth =
+        int_in(v, 0, i32::MAX as i64)?),
     param!("hash-max-listpack-entries", true, |c| c.hash_max_listpack_entries.to_string(), |c, v| c
         .hash_max_listpack_entries =
         int_in(v, 0, i64::MAX)? as u64),

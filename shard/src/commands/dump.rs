@@ -11,8 +11,9 @@ use crate::reply::errors::*;
 use crate::shard::Shard;
 
 pub fn dump(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    let opts = rdb::SaveOptions { compress: s.config.rdbcompression };
     match s.dbs[ctx.db].get(args.get(1), ctx.now) {
-        Some(entry) => ctx.reply.bulk(&rdb::dump_payload(&entry.value)),
+        Some(entry) => ctx.reply.bulk(&rdb::dump_payload_with(&entry.value, &opts)),
         None => ctx.reply.null(),
     }
 }
