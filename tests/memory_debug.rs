@@ -235,3 +235,55 @@ fn debug_protocol_sends_every_resp3_type_as_redis() {
         assert_eq!(String::from_utf8_lossy(&resp3_bytes(corekv.port, line)), String::from_utf8_lossy(&want), "{t}");
     }
 }
+
+#[test]
+fn change_repl_id_gives_the_server_a_new_id() {
+    let server = Server::start(&["--shards", "2", "--enable-debug-command", "yes"]);
+    let mut c = server.raw();
+    let field = |c: &mut Raw, name: &str| {
+        let info = text(&c.cmd_str("INFO replication"));
+        info.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).unwrap().trim().to_string()
+    };
+    let before = field(&mut c, "master_replid");
+    assert_eq!(c.cmd_str("DEBUG CHANGE-REPL-ID"), Value::Simple(b"OK".to_vec()));
+    let after = field(&mut c, "master_replid");
+    assert_ne!(before, after);
+    assert_eq!(after.len(), 40);
+    assert_eq!(field(&mut c, "master_replid2"), "0".repeat(40));
+}
+
+/// The `name:value` fields of a DEBUG OBJECT line.
+fn object_fields(line: &str) -> Vec<(String, String)> {
+    line.split(' ').filter_map(|f| f.split_once(':')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+#[test]
+fn debug_object_reads_as_redis_with_the_same_rdb_length() {
+    let redis = Redis::start_with(DEBUG_ON);
+    let corekv = Server::start(&["--shards", "3", "--enable-debug-command", "yes"]);
+    let setup = [
+        "SET str hello",
+        "SET num 7",
+        "SET big 12345678901234567890123",
+        "RPUSH list a b c 1 2 3",
+        "HSET hash f v g w",
+        "SADD ints 1 2 3",
+        "SADD strs a b c",
+        "ZADD zs 1 a 2 b",
+    ];
+    let (mut a, mut b) = (redis.raw(), corekv.raw());
+    for line in setup {
+        assert_eq!(a.cmd_str(line), b.cmd_str(line), "{line}");
+    }
+    for key in ["str", "num", "big", "list", "hash", "ints", "strs", "zs"] {
+        let line = format!("DEBUG OBJECT {key}");
+        let (want, got) = (text(&a.cmd_str(&line)), text(&b.cmd_str(&line)));
+        let (want, got) = (object_fields(&want), object_fields(&got));
+        let names = |f: &[(String, String)]| f.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&want), names(&got), "{key}");
+        for name in ["refcount", "encoding", "serializedlength", "ql_nodes", "ql_listpack_max", "ql_compressed"] {
+            let pick = |f: &[(String, String)]| f.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+            assert_eq!(pick(&want), pick(&got), "{key} {name}");
+        }
+    }
+}

@@ -76,7 +76,8 @@ pub fn subcommand_error(conn: &mut Connection, args: &Args) {
     conn.error(&msg);
 }
 
-/// The subcommands corekv implements, in Redis's words.
+/// The subcommands corekv implements, in Redis's words (but where corekv
+/// does otherwise).
 const HELP: &[&str] = &[
     "CHANGE-REPL-ID",
     "    Change the replication IDs of the instance.",
@@ -105,7 +106,7 @@ const HELP: &[&str] = &[
     "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
     "    * MERGE: conflicting keys will be loaded from RDB.",
     "    * NOFLUSH: the existing database will not be removed before load, but",
-    "      conflicting keys will generate an exception and kill the server.",
+    "      conflicting keys will make the load fail (Redis kills the server).",
     "    * NOSAVE: the database will be loaded from an existing RDB file.",
     "    Examples:",
     "    * DEBUG RELOAD: verify that the server is able to persist, flush and reload",
@@ -218,11 +219,17 @@ async fn release(unit: Option<Unit>) {
     }
 }
 
+/// DEBUG DIGEST over every shard; on a per-core node port, over that
+/// node's shard (as DBSIZE there).
 async fn digest(conn: &mut Connection) {
-    let unit = hold_all(conn).await;
-    let parts: Vec<Vec<(usize, Digest)>> =
-        call_all(&conn.core, |c| shard_debug::dataset_digests(&c.shard.borrow())).await.into_iter().flatten().collect();
-    release(unit).await;
+    let parts: Vec<Vec<(usize, Digest)>> = if conn.state.shard_port {
+        vec![shard_debug::dataset_digests(&conn.core.shard.borrow())]
+    } else {
+        let unit = hold_all(conn).await;
+        let parts = call_all(&conn.core, |c| shard_debug::dataset_digests(&c.shard.borrow())).await;
+        release(unit).await;
+        parts.into_iter().flatten().collect()
+    };
     let hex = shard_debug::hex(&shard_debug::combine_digests(&parts));
     reply(conn, |r| r.simple(&hex));
 }
@@ -421,7 +428,11 @@ async fn load_everywhere(core: &Rc<Core>, flush: bool, merge: bool) -> Result<()
         call_all(core, |c| c.shard.borrow_mut().dbs.iter_mut().for_each(|db| db.clear())).await;
     }
     let dump = Arc::new(Dump::open(&path)?.ok_or_else(|| format!("{}: No such file or directory", path.display()))?);
-    let results = call_all(core, move |c| persistence::load::reload(c, &dump, merge)).await;
+    let results = call_all(core, move |c| {
+        let replica = crate::replication::replica::is_replica(c);
+        persistence::load::reload(c, &dump, merge, replica)
+    })
+    .await;
     results.into_iter().try_for_each(|r| r.unwrap_or_else(|| Err("a shard is shutting down".into())))
 }
 

@@ -80,8 +80,10 @@ pub fn load_keys(core: &Core, dump: &Dump, drop_expired: bool) -> Result<(), Str
 /// DEBUG RELOAD's load into a running shard: a key already here is
 /// replaced with `merge` (Redis's RDBFLAGS_ALLOW_DUP), else the load stops
 /// with Redis's "duplicated key" line (where Redis stops the process).
-pub fn reload(core: &Core, dump: &Dump, merge: bool) -> Result<(), String> {
-    load_with(core, dump, true, merge)
+/// Expired keys are dropped unless `keep_expired` (a replica: its
+/// primary's DELs remove them, as Redis's rdbLoad keeps them there).
+pub fn reload(core: &Core, dump: &Dump, merge: bool, keep_expired: bool) -> Result<(), String> {
+    load_with(core, dump, !keep_expired, merge)
 }
 
 fn load_with(core: &Core, dump: &Dump, drop_expired: bool, replace: bool) -> Result<(), String> {
