@@ -48,7 +48,10 @@ pub fn mix_value(digest: &mut Digest, entry: &Entry) {
         Value::Int(_) | Value::Emb(_) | Value::Long(_) | Value::Raw(_) => {
             mix_digest(digest, v.string_bytes(&mut scratch).unwrap_or_default())
         }
-        Value::List(l) => l.iter().for_each(|e| mix_digest(digest, e.bytes(&mut scratch))),
+        Value::List(l) => l.walk(0, false, |e| {
+            mix_digest(digest, e.bytes(&mut scratch));
+            true
+        }),
         Value::Set(s) => s.iter().for_each(|e| xor_digest(digest, e.bytes(&mut scratch))),
         Value::ZSet(z) => z.for_each(|score, member| {
             let mut ele = [0u8; 20];
@@ -170,12 +173,13 @@ pub fn object_line(shard: &Shard, db: usize, key: &[u8], now: u64) -> Option<Str
     let idle = if clock >= lru { clock - lru } else { clock + (LRU_CLOCK_MAX - lru) };
     let mut extra = String::new();
     if let Value::List(l) = v {
-        let nodes = l.nodes().count();
-        let size: usize = l.nodes().map(|n| n.bytes()).sum();
+        let nodes = l.node_count();
+        let size: usize = (0..nodes).filter_map(|n| l.with_node(n, |p| p.bytes())).sum();
         extra = format!(
-            " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:0 ql_uncompressed_size:{size}",
+            " ql_nodes:{nodes} ql_avg_node:{:.2} ql_listpack_max:{} ql_compressed:{} ql_uncompressed_size:{size}",
             l.len() as f64 / nodes.max(1) as f64,
             shard.config.list_max_listpack_size,
+            u8::from(l.depth() != 0),
         );
     }
     Some(format!(

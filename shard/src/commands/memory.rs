@@ -94,9 +94,9 @@ pub fn value_usage(v: &Value, samples: usize) -> usize {
 fn list_usage(l: &List, samples: usize) -> usize {
     let (mut sampled, mut bytes) = (0usize, 0usize);
     let mut nodes = 0usize;
-    for node in l.nodes() {
+    for node in l.node_heap_sizes() {
         if sampled < samples {
-            bytes += block_size(node.heap_size());
+            bytes += block_size(node);
             sampled += 1;
         }
         nodes += 1;

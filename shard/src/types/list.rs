@@ -107,6 +107,11 @@ impl List {
         self.nodes.get(n).map(|node| node.with_pack(f))
     }
 
+    /// Heap bytes of each node, front to back (MEMORY USAGE samples them).
+    pub fn node_heap_sizes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.nodes.iter().map(Node::heap_size)
+    }
+
     pub fn heap_size(&self) -> usize {
         self.nodes.iter().map(Node::heap_size).sum::<usize>() + self.nodes.capacity() * std::mem::size_of::<Node>()
     }
