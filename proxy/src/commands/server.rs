@@ -352,7 +352,7 @@ pub async fn info(conn: &mut Connection, args: Args<'_>) {
 /// CONFIG GET pattern [pattern ...] (Redis 7.0's configGetCommand): a name
 /// without glob characters is looked up (aliases too) and answered under
 /// the name as given; a pattern matches every setting's name. Each
-/// setting once.
+/// setting once, by name.
 pub fn config_get(conn: &mut Connection, args: Args) {
     let mut found: Vec<(String, String)> = Vec::new();
     {
@@ -373,6 +373,8 @@ pub fn config_get(conn: &mut Connection, args: Args) {
             }
         }
     }
+    // Redis answers in its dict's order; corekv in the names' order.
+    found.sort();
     reply(conn, |r| {
         r.map(found.len());
         for (name, value) in &found {
