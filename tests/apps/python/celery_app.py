@@ -9,6 +9,7 @@ otherwise."""
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 port = int(sys.argv[1])
@@ -27,19 +28,24 @@ worker = None
 
 def fail(message):
     print("FAIL: %s" % message)
-    if worker is not None and worker.poll() is None:
-        worker.kill()
-        print(worker.stdout.read())
+    if worker is not None:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        log.seek(0)
+        print("worker output:\n%s" % log.read())
     sys.exit(1)
 
 
 t.counters.flushdb()
 
-# 1. The worker: `celery worker`, prefork with two children.
+# 1. The worker: `celery worker`, prefork with two children. Its log goes
+# to a file: a pipe nobody reads meanwhile could fill up.
+log = tempfile.TemporaryFile(mode="w+")
 worker = subprocess.Popen(
     [sys.executable, "-m", "celery", "-A", "celery_tasks", "worker", "-P", "prefork", "-c", "2",
      "-l", "warning", "-n", "apps@%h"],
-    cwd=here, env=dict(os.environ, PYTHONPATH=here), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cwd=here, env=dict(os.environ, PYTHONPATH=here), stdout=log, stderr=subprocess.STDOUT, text=True)
 started = time.time()
 deadline = started + 90
 
@@ -94,9 +100,8 @@ try:
     worker.wait(timeout=30)
 except subprocess.TimeoutExpired:
     fail("the worker ignored its shutdown broadcast")
-output = worker.stdout.read()
 if worker.returncode != 0:
-    fail("worker exited with %s:\n%s" % (worker.returncode, output))
+    fail("the worker exited with %s" % worker.returncode)
 # Nothing left on the broker's queue or unacknowledged.
 left = (t.counters.llen("celery"), t.counters.zcard("unacked_index"), t.counters.hlen("unacked"))
 if left != (0, 0, 0):

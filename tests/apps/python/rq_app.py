@@ -7,6 +7,7 @@ the reason otherwise."""
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import redis
@@ -30,7 +31,14 @@ def fail(message):
     for w in workers:
         if w.poll() is None:
             w.kill()
+            w.wait()
+        print("worker output:\n%s" % output_of(w))
     sys.exit(1)
+
+
+def output_of(worker):
+    worker.log.seek(0)
+    return worker.log.read()
 
 
 workers = []
@@ -73,7 +81,11 @@ env = dict(os.environ, PYTHONPATH=here)
 def start_worker(name, *extra):
     cmd = [sys.executable, "-m", "rq.cli", "worker", "-u", "redis://127.0.0.1:%d" % port,
            "-w", "rq.worker.SimpleWorker", "-n", name, "-q", *extra, "rq-app"]
-    return subprocess.Popen(cmd, cwd=here, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Its log goes to a file: a pipe nobody reads meanwhile could fill up.
+    log = tempfile.TemporaryFile(mode="w+")
+    worker = subprocess.Popen(cmd, cwd=here, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+    worker.log = log
+    return worker
 
 
 started = time.time()
@@ -87,7 +99,7 @@ while finished.count != want_finished or failed.count != 1:
         fail("stuck: %d finished, %d failed, %d queued" % (finished.count, failed.count, q.count))
     for w in workers:
         if w.poll() not in (None, 0):
-            fail("worker exited with %s:\n%s" % (w.returncode, w.stdout.read()))
+            fail("a worker exited with %s" % w.returncode)
     time.sleep(0.1)
 elapsed = time.time() - started
 
@@ -102,9 +114,8 @@ try:
 except subprocess.TimeoutExpired:
     fail("the waiting worker ignored its shutdown command")
 for w in workers:
-    out = w.stdout.read()
     if w.returncode != 0:
-        fail("worker exited with %s:\n%s" % (w.returncode, out))
+        fail("a worker exited with %s" % w.returncode)
 if Worker.all(connection=r):
     fail("workers still registered: %r" % [w.name for w in Worker.all(connection=r)])
 
