@@ -815,6 +815,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("loglevel", "notice"),
     ("logfile", "\"\""),
     ("list-max-listpack-size", "-2"),
+    ("list-compress-depth", "0"),
     ("hash-max-listpack-entries", "512"),
     ("hash-max-listpack-value", "64"),
     ("set-max-intset-entries", "512"),

@@ -727,7 +727,13 @@ fn populate_compressed_lists(c: &mut Connection) {
     }
     // LSET and LINSERT inside compressed nodes.
     let _: () = redis::cmd("LSET").arg("lz:b").arg(500).arg("set in the middle").query(c).unwrap();
-    let _: i64 = redis::cmd("LINSERT").arg("lz:a").arg("AFTER").arg(format!("lz:a:00200:{}", "compressible".repeat(5))).arg("inserted").query(c).unwrap();
+    let _: i64 = redis::cmd("LINSERT")
+        .arg("lz:a")
+        .arg("AFTER")
+        .arg(format!("lz:a:00200:{}", "compressible".repeat(5)))
+        .arg("inserted")
+        .query(c)
+        .unwrap();
 }
 
 /// corekv's file with compressed list nodes written as Redis does (the LZF

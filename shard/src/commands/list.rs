@@ -222,7 +222,8 @@ pub fn lindex(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.error(NOT_INTEGER);
     };
     let reply = &mut ctx.reply;
-    let found = index_of(i, list.len()).and_then(|i| list.get(i, |item| reply.bulk(item.bytes(&mut itoa::Buffer::new()))));
+    let found =
+        index_of(i, list.len()).and_then(|i| list.get(i, |item| reply.bulk(item.bytes(&mut itoa::Buffer::new()))));
     if found.is_none() {
         ctx.reply.null();
     }

@@ -27,8 +27,8 @@ pub use encode::{
     write_entry, write_eof, write_header, write_resize_db, write_select_db, write_standard_header, write_value,
 };
 pub use payload::{
-    dump_payload, dump_payload_with, functions_dump_payload, functions_restore_payload, restore_payload, restore_payload_with,
-    verify_payload,
+    dump_payload, dump_payload_with, functions_dump_payload, functions_restore_payload, restore_payload,
+    restore_payload_with, verify_payload,
 };
 pub use reader::{Item, Reader};
 

@@ -136,8 +136,9 @@ impl List {
         }
     }
 
-    /// After a node was added in the middle: only the nodes next to the
-    /// depth boundary at either end can have changed sides.
+    /// After one node was added or removed in the middle (a split, a
+    /// merge): only the nodes next to the depth boundary at either end can
+    /// have changed sides.
     fn settle_bounds(&mut self) {
         let depth = self.depth as usize;
         if depth == 0 {
