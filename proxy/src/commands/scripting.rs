@@ -93,7 +93,7 @@ pub fn run_script(
     };
     let now = shard::unix_ms();
     let reach = Reach { whole, ..Reach::default() };
-    let mut host = CoreHost { core, now, port_node: caller.port_node, reach, user: caller.user };
+    let mut host = CoreHost { core, now, port_node: caller.port_node, reach, user: caller.user, declared: keys };
     // What it writes on this shard reaches replicas as one MULTI/EXEC.
     group(core, true);
     let reply = with_engine(|engine| match kind {

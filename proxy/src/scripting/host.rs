@@ -20,6 +20,8 @@ pub struct CoreHost<'a> {
     pub reach: super::cross::Reach,
     /// The caller's ACL user when restricted.
     pub user: Option<std::rc::Rc<crate::acl::user::User>>,
+    /// The keys the script declared (KEYS).
+    pub declared: &'a [&'a [u8]],
 }
 
 fn error_reply(msg: &str) -> Vec<u8> {
@@ -81,6 +83,20 @@ impl CoreHost<'_> {
         Ok(())
     }
 
+    /// A key of this command the script did not declare, in a slot none of
+    /// its declared keys is in: the script builds key names, so it may
+    /// reach any shard (BullMQ's extendLocks reads, then writes, job locks
+    /// named from its arguments). Only asked while it runs on one shard.
+    fn reaches_beyond(&self, spec: &shard::CommandSpec, args: &Args) -> bool {
+        spec.key_indexes(args).any(|i| {
+            let key = args.get(i);
+            !self.declared.contains(&key) && {
+                let slot = key_slot(key);
+                !self.declared.iter().any(|d| key_slot(d) == slot)
+            }
+        })
+    }
+
     /// SELECT inside a script changes the script's database.
     fn select(&self, args: &Args, call: &mut CallState) -> Vec<u8> {
         let db = shard::args::parse_i64(args.get(1)).filter(|n| (i32::MIN as i64..=i32::MAX as i64).contains(n));
@@ -128,6 +144,17 @@ impl Host for CoreHost<'_> {
         }
         if call.deny_oom && !call.write_dirty && spec.has_flag(flags::DENYOOM) {
             return Err(format!("-{}", shard::reply::errors::OOM));
+        }
+        // Before it has written, a script that names keys beyond its
+        // declared ones runs again holding every shard, even when this key
+        // is here: its next one may not be, and after a write it could no
+        // longer start again. Either way it is remembered as reaching out.
+        if !self.reach.whole && self.core.count > 1 && self.reaches_beyond(spec, &args) {
+            self.reach.reached_out = true;
+            if !call.write_dirty {
+                self.reach.wants_whole = true;
+                return Err(super::cross::RERUN.into());
+            }
         }
         if spec.has_flag(flags::WRITE) {
             call.write_dirty = true;
