@@ -98,8 +98,15 @@ pub fn run_script(
     };
     let now = shard::unix_ms();
     let reach = Reach { whole, ..Reach::default() };
-    let mut host =
-        CoreHost { core, now, port_node: caller.port_node, reach, user: caller.user, tracking: caller.tracking, keys };
+    let mut host = CoreHost {
+        core,
+        now,
+        port_node: caller.port_node,
+        reach,
+        user: caller.user,
+        tracking: caller.tracking,
+        declared: keys,
+    };
     // What it writes on this shard reaches replicas as one MULTI/EXEC.
     group(core, true);
     let reply = with_engine(|engine| match kind {

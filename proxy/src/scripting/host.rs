@@ -26,8 +26,8 @@ pub struct CoreHost<'a> {
     /// script's declared keys for it, as Redis 7.0 does (the keys of the
     /// EVAL, not of the command).
     pub tracking: shard::tracking::Caller,
-    /// The script's declared keys.
-    pub keys: &'a [&'a [u8]],
+    /// The keys the script declared (KEYS).
+    pub declared: &'a [&'a [u8]],
 }
 
 fn error_reply(msg: &str) -> Vec<u8> {
@@ -94,7 +94,7 @@ impl CoreHost<'_> {
     /// holds every shard, where it may call into them).
     fn remember_keys(&self) {
         let who = self.tracking.id();
-        for &key in self.keys {
+        for &key in self.declared {
             let owner = self.core.shard_of(key);
             if owner == self.core.index {
                 self.core.shard.borrow_mut().remember_read(key, who);
@@ -113,6 +113,20 @@ impl CoreHost<'_> {
         let Some(core) = self.core.me.upgrade() else { return error_reply("ERR shutting down") };
         let n = crate::pubsub::publish::publish_counted(&core, kind, args.get(1), args.get(2));
         format!(":{n}\r\n").into_bytes()
+    }
+
+    /// A key of this command the script did not declare, in a slot none of
+    /// its declared keys is in: the script builds key names, so it may
+    /// reach any shard (BullMQ's extendLocks reads, then writes, job locks
+    /// named from its arguments). Only asked while it runs on one shard.
+    fn reaches_beyond(&self, spec: &shard::CommandSpec, args: &Args) -> bool {
+        spec.key_indexes(args).any(|i| {
+            let key = args.get(i);
+            !self.declared.contains(&key) && {
+                let slot = key_slot(key);
+                !self.declared.iter().any(|d| key_slot(d) == slot)
+            }
+        })
     }
 
     /// SELECT inside a script changes the script's database.
@@ -162,6 +176,17 @@ impl Host for CoreHost<'_> {
         }
         if call.deny_oom && !call.write_dirty && spec.has_flag(flags::DENYOOM) {
             return Err(format!("-{}", shard::reply::errors::OOM));
+        }
+        // Before it has written, a script that names keys beyond its
+        // declared ones runs again holding every shard, even when this key
+        // is here: its next one may not be, and after a write it could no
+        // longer start again. Either way it is remembered as reaching out.
+        if !self.reach.whole && self.core.count > 1 && self.reaches_beyond(spec, &args) {
+            self.reach.reached_out = true;
+            if !call.write_dirty {
+                self.reach.wants_whole = true;
+                return Err(super::cross::RERUN.into());
+            }
         }
         if spec.has_flag(flags::WRITE) {
             call.write_dirty = true;

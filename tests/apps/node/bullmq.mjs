@@ -3,7 +3,8 @@
 // prioritized, failing then retried with backoff, one failing for good), a
 // FlowProducer adds parent/child flows, two Workers with concurrency > 1
 // process everything while QueueEvents listens on the events stream; then
-// one worker runs prioritized jobs in their exact order. BullMQ
+// one worker runs prioritized jobs in their exact order, another long jobs
+// whose locks it renews. BullMQ
 // runs on Lua scripts over many keys of one queue (on several shards of
 // corekv), blocking BZPOPMIN on its marker key, XADD/XREAD BLOCK for
 // events and MULTI for its bookkeeping. Every return value, attempt count,
@@ -201,6 +202,32 @@ const byPriority = Array.from({ length: 100 }, (_, i) => i).sort(
 );
 if (JSON.stringify(ran) !== JSON.stringify(byPriority)) fail(`prioritized jobs ran in the order ${ran}`);
 
+// Long jobs: their worker renews their locks (extendLocks, a script over
+// lock keys it builds from job ids) while they run past lockDuration.
+const longQueue = new Queue(`${QUEUE}-long`, { connection });
+await longQueue.obliterate({ force: true });
+await longQueue.addBulk(Array.from({ length: 6 }, (_, i) => ({ name: "long", data: { i } })));
+const longErrors = [];
+const longWorker = new Worker(
+  `${QUEUE}-long`,
+  async (job) => {
+    await sleep(2500);
+    return job.data.i;
+  },
+  { connection, concurrency: 6, lockDuration: 1000 },
+);
+longWorker.on("error", (error) => longErrors.push(error));
+longWorker.on("stalled", (id) => longErrors.push(`job ${id} stalled`));
+while ((await longQueue.getCompletedCount()) < 6) {
+  if (longErrors.length) fail(`long jobs: ${longErrors[0]}`);
+  if (Date.now() > deadline) fail(`long jobs stuck at ${JSON.stringify(await longQueue.getJobCounts())}`);
+  await sleep(100);
+}
+await longWorker.close();
+if (longErrors.length) fail(`long jobs: ${longErrors[0]}`);
+const longJobs = await longQueue.getJobs(["completed"]);
+if (longJobs.map((j) => j.returnvalue).sort().join() !== "0,1,2,3,4,5") fail("long jobs' results");
+
 // A job added now and awaited through QueueEvents.
 const worker = new Worker(QUEUE, processor, { connection, concurrency: 2 });
 const last = await queue.add("square", { n: 12, kind: "plain" });
@@ -211,8 +238,8 @@ if (workerErrors.length) fail(`worker error: ${workerErrors[0]}`);
 
 console.log(
   `bullmq: ${total} jobs (${JSON.stringify(byKind)}, ${FLOWS} flows of ${CHILDREN} children), ` +
-    `processed in ${elapsed.toFixed(1)}s, ${completedEvents} completed events, ${failedAttempts} failed attempts, counts exact; 100 prioritized jobs in order`,
+    `processed in ${elapsed.toFixed(1)}s, ${completedEvents} completed events, ${failedAttempts} failed attempts, counts exact; 100 prioritized jobs in order; 6 long jobs' locks renewed`,
 );
-await Promise.all([events.close(), flowProducer.close(), queue.close(), prioQueue.close()]);
+await Promise.all([events.close(), flowProducer.close(), queue.close(), prioQueue.close(), longQueue.close()]);
 clearTimeout(timer);
 process.exit(0);
