@@ -253,7 +253,7 @@ proptest! {
 fn depth_is_fixed_when_the_list_is_made() {
     let mut shard = Shard::new(0, 1, Config { list_max_listpack_size: 4, ..Config::default() });
     let long = |i: usize| format!("{i}-{}", "compressible".repeat(8)).into_bytes();
-    let mut fill = |shard: &mut Shard, key: &str| {
+    let fill = |shard: &mut Shard, key: &str| {
         for i in 0..100 {
             run(shard, &[w("RPUSH"), w(key), long(i)]);
         }
