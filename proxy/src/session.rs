@@ -79,6 +79,8 @@ pub struct Connection {
     pub last_cmd: &'static str,
     /// Cluster key checks (CROSSSLOT, MOVED) apply.
     pub cluster: bool,
+    /// The current command, for its statistics (`observe.rs`).
+    pub tally: crate::observe::Tally,
 }
 
 /// What must wait until every earlier reply of the batch is in.
@@ -142,6 +144,7 @@ impl Connection {
             now: 0,
             last_cmd: "NULL",
             cluster,
+            tally: Default::default(),
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Shard {
     /// The tracking client whose command runs now (set around each
     /// command by the proxy; 0 for a client without tracking).
     pub caller: crate::tracking::Caller,
+    /// Commands, errors, slow log and latency events of this core.
+    pub observe: crate::observe::Observe,
 }
 
 impl Shard {
@@ -68,6 +70,7 @@ impl Shard {
             outbox: Default::default(),
             tracking: None,
             caller: Default::default(),
+            observe: Default::default(),
         };
         shard.apply_config();
         shard
@@ -127,6 +130,7 @@ impl Shard {
 
     pub fn reset_stats(&mut self) {
         self.stats = Stats::default();
+        self.observe.reset_stats();
         self.eviction.evicted_keys = 0;
         for db in &mut self.dbs {
             db.expired_keys = 0;

@@ -154,6 +154,7 @@ pub async fn wait(
         }
     }
     conn.core.blocked_here.set(conn.core.blocked_here.get() - 1);
+    conn.unblocked(reply.as_ref().is_some_and(|r| *r != w.timeout_reply));
     match reply {
         Some(bytes) => {
             conn.pipeline.local(|out| out.extend_from_slice(&bytes));
