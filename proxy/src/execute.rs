@@ -8,9 +8,9 @@ use crate::mesh::{Batch, BatchReply, REPLY_CAP};
 use crate::pubsub::fanout::publish_op;
 use shard::commands::flags::WRITE;
 use shard::commands::{execute, Ctx};
+use shard::observe::slowlog::Entry;
 use shard::tracking::Caller;
 use shard::{Args, CommandSpec, Reply, Route};
-use shard::observe::slowlog::Entry;
 use std::time::Instant;
 
 impl Core {

@@ -10,7 +10,7 @@
 //! name. Commands run by scripts are recorded by the script's host
 //! (`scripting/host.rs`).
 
-use crate::session::Connection;
+use crate::session::{Blocked, Connection};
 use shard::observe::{is_error, slowlog};
 use shard::{Args, CommandSpec};
 use std::future::Future;
@@ -28,43 +28,6 @@ pub async fn busy<F: Future>(f: F) -> (F::Output, Duration) {
     })
     .await;
     (out, total)
-}
-
-/// What the router learnt of the command it handles now.
-pub struct Tally {
-    /// Where the current command's time starts.
-    pub clock: Instant,
-    /// The (sub)command, once looked up.
-    pub spec: Option<&'static CommandSpec>,
-    /// It passed the router's checks (an error before is a rejection).
-    pub routed: bool,
-    /// A script's error reply raised by a command it called: counted
-    /// already where that command ran.
-    pub error_counted: bool,
-    /// A blocked command's slow-log entry, logged once it is served.
-    pub blocked: Option<Box<Blocked>>,
-}
-
-pub struct Blocked {
-    spec: &'static CommandSpec,
-    usec: u64,
-    args: Option<Vec<Vec<u8>>>,
-}
-
-impl Default for Tally {
-    fn default() -> Self {
-        Tally { clock: Instant::now(), spec: None, routed: false, error_counted: false, blocked: None }
-    }
-}
-
-impl Tally {
-    /// Before the router looks at a command.
-    #[inline]
-    pub fn begin(&mut self) {
-        self.spec = None;
-        self.routed = false;
-        self.error_counted = false;
-    }
 }
 
 /// Unix seconds, as the slow log stamps entries.
@@ -126,7 +89,8 @@ impl Connection {
             let threshold = s.config.slowlog_log_slower_than;
             let due = threshold >= 0 && usec >= threshold as u64;
             drop(shard);
-            let args = due.then(|| slowlog::entry_args(args.len(), args.iter(), &crate::monitor::redacted_args(spec, args)));
+            let args =
+                due.then(|| slowlog::entry_args(args.len(), args.iter(), &crate::monitor::redacted_args(spec, args)));
             self.tally.blocked = Some(Box::new(Blocked { spec, usec, args }));
             return;
         }

@@ -45,7 +45,9 @@ impl Connection {
                 Deferred::Command(spec) => {
                     let from = self.pipeline.out.len();
                     self.tally.error_counted = false;
+                    self.tally.elsewhere = std::time::Duration::ZERO;
                     let (blocked, took) = crate::observe::busy(commands::run_deferred(self, spec, args)).await;
+                    let took = took + self.tally.elsewhere;
                     self.ran(spec, &args, took, std::time::Instant::now(), from, blocked.is_some());
                     if self.core.monitored() {
                         commands::monitor::after_deferred(self, spec, &args);

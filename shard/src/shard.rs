@@ -91,6 +91,8 @@ impl Shard {
     /// quarter of what it examined had expired, as Redis's cycle does.
     pub fn active_expire(&mut self, now: u64) -> usize {
         const BUDGET: usize = 2048;
+        let threshold = self.config.latency_monitor_threshold;
+        let started = (threshold != 0).then(std::time::Instant::now);
         let mut total = 0;
         for db in &mut self.dbs {
             for _ in 0..8 {
@@ -104,6 +106,9 @@ impl Shard {
         if total > 0 {
             self.log_expired_keys();
             self.collect_db_notes();
+        }
+        if let Some(started) = started {
+            self.observe.latency.add_if_needed(threshold, "expire-cycle", started.elapsed().as_millis() as u64);
         }
         total
     }

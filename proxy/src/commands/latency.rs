@@ -104,10 +104,7 @@ pub async fn graph(conn: &mut Connection, args: Args<'_>) {
             let text = report::graph(name, &series);
             reply(conn, |r| r.verbatim(text.as_bytes()));
         }
-        None => conn.error(&format!(
-            "ERR No samples available for event '{}'",
-            String::from_utf8_lossy(args.get(2))
-        )),
+        None => conn.error(&format!("ERR No samples available for event '{}'", String::from_utf8_lossy(args.get(2)))),
     }
 }
 

@@ -120,10 +120,18 @@ fn group(core: &Core, open: bool) {
     }
 }
 
-/// Runs a job on another core (one hop); with its reply, whether an
-/// error reply is counted already (`take_error_counted`).
-async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<(Option<Vec<u8>>, bool)> {
-    dispatch::call(core, shard, move |c| (run_job(c, &job, false), take_error_counted())).await
+/// What a script run on another core sends back: its reply, whether an
+/// error reply is counted already (`take_error_counted`), its run time.
+type RanElsewhere = (Option<Vec<u8>>, bool, std::time::Duration);
+
+/// Runs a job on another core (one hop).
+async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<RanElsewhere> {
+    dispatch::call(core, shard, move |c| {
+        let started = std::time::Instant::now();
+        let reply = run_job(c, &job, false);
+        (reply, take_error_counted(), started.elapsed())
+    })
+    .await
 }
 
 fn remember_wide(key: Vec<u8>) {
@@ -281,12 +289,13 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
         // Its keys' shard, with no lock: unless it reaches another shard.
         let one = job.clone();
         match run_job_on(&conn.core, target, one).await {
-            Some((Some(reply), counted)) => {
+            Some((Some(reply), counted, took)) => {
                 conn.tally.error_counted = counted;
+                conn.tally.elsewhere += took;
                 return conn.pipeline.local(|o| o.extend_from_slice(&reply));
             }
             None => return conn.error("ERR the script's core is shutting down"),
-            Some((None, _)) => {}
+            Some((None, _, took)) => conn.tally.elsewhere += took,
         }
     }
     // Keys on several shards, or keys it did not declare: it runs here as

@@ -7,8 +7,8 @@ use crate::cluster::Owner;
 use crate::core::Core;
 use crate::slot::key_slot;
 use shard::commands::{flags, Route};
-use shard::reply::errors::{DB_INDEX, NOT_INTEGER};
 use shard::observe::slowlog::Entry;
+use shard::reply::errors::{DB_INDEX, NOT_INTEGER};
 use shard::Args;
 use std::time::Instant;
 
@@ -110,7 +110,8 @@ impl Host for CoreHost<'_> {
         match (&result, spec) {
             (Err(msg), _) if msg == super::cross::RERUN => {}
             (Err(msg), spec) => {
-                let wire = if msg.starts_with('-') { msg.as_bytes().to_vec() } else { [b"-ERR ", msg.as_bytes()].concat() };
+                let wire =
+                    if msg.starts_with('-') { msg.as_bytes().to_vec() } else { [b"-ERR ", msg.as_bytes()].concat() };
                 s.observe.rejected(spec, &wire);
             }
             (Ok(reply), Some(spec)) => {

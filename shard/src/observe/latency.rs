@@ -135,10 +135,10 @@ mod tests {
         s.add(100, 9);
         s.add(100, 3);
         s.add(101, 2);
-        assert_eq!(s.in_order().collect::<Vec<_>>(), vec![
-            Sample { time: 100, latency: 9 },
-            Sample { time: 101, latency: 2 }
-        ]);
+        assert_eq!(
+            s.in_order().collect::<Vec<_>>(),
+            vec![Sample { time: 100, latency: 9 }, Sample { time: 101, latency: 2 }]
+        );
         assert_eq!((s.max, s.last().latency), (9, 2));
     }
 
@@ -147,7 +147,11 @@ mod tests {
         let mut a = Series::default();
         let mut b = Series::default();
         for t in 1..=200 {
-            if t % 2 == 0 { a.add(t, t as u32) } else { b.add(t, 1) }
+            if t % 2 == 0 {
+                a.add(t, t as u32)
+            } else {
+                b.add(t, 1)
+            }
         }
         b.add(200, 500);
         let m = Series::merge([&a, &b]);

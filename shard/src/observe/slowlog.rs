@@ -122,15 +122,8 @@ mod tests {
     fn newest_first_and_trimmed() {
         let mut log = SlowLog::default();
         let t0 = Instant::now();
-        let entry = |id, at| Entry {
-            id,
-            time: 0,
-            duration: 0,
-            args: Vec::new(),
-            peer: String::new(),
-            name: Vec::new(),
-            at,
-        };
+        let entry =
+            |id, at| Entry { id, time: 0, duration: 0, args: Vec::new(), peer: String::new(), name: Vec::new(), at };
         log.push(entry(0, t0), 10);
         log.push(entry(1, t0 + std::time::Duration::from_micros(5)), 10);
         log.push(entry(2, t0 + std::time::Duration::from_micros(2)), 10);
