@@ -17,6 +17,7 @@ use shard::reply::errors::NOAUTH;
 use shard::{Args, Route};
 use std::future::Future;
 use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 impl Connection {
     /// Runs what `handle` deferred, after every earlier reply is in: waits
@@ -28,27 +29,31 @@ impl Connection {
                 Deferred::Locked => {
                     // The unit may have let go while the flush waited: look
                     // again, and park only straight after a check (a release
-                    // already past would never wake us).
+                    // already past would never wake us). The waits are
+                    // not the command's time.
+                    self.tally.clock = Instant::now();
                     deferred = self.handle(args)?;
                     if matches!(deferred, Deferred::Locked) {
                         wait_for_release(&self.core).await;
+                        self.tally.clock = Instant::now();
                         deferred = self.handle(args)?;
                     }
                 }
                 Deferred::Command(spec) if spec.name == "exec" => {
                     let from = self.pipeline.out.len();
-                    self.tally.clock = std::time::Instant::now();
+                    self.tally.clock = Instant::now();
                     let ((), took) = crate::observe::busy(self.exec(args)).await;
-                    self.ran(spec, &args, took, std::time::Instant::now(), from, false);
+                    self.tally.error_counted = false;
+                    self.ran(spec, &args, took, Instant::now(), from, false);
                     return None;
                 }
                 Deferred::Command(spec) => {
                     let from = self.pipeline.out.len();
                     self.tally.error_counted = false;
-                    self.tally.elsewhere = std::time::Duration::ZERO;
+                    self.tally.elsewhere = Duration::ZERO;
                     let (blocked, took) = crate::observe::busy(commands::run_deferred(self, spec, args)).await;
                     let took = took + self.tally.elsewhere;
-                    self.ran(spec, &args, took, std::time::Instant::now(), from, blocked.is_some());
+                    self.ran(spec, &args, took, Instant::now(), from, blocked.is_some());
                     if self.core.monitored() {
                         commands::monitor::after_deferred(self, spec, &args);
                     }
@@ -81,6 +86,7 @@ impl Connection {
                         let timeout_reply = wait.timeout_reply.clone();
                         let mut served = blocking::give_up(self, wait).await;
                         self.unblocked(true);
+                        self.tally.clock = Instant::now();
                         // Redis runs these as their non-blocking forms: a null bulk.
                         if served == timeout_reply && matches!(spec.name, "blmove" | "brpoplpush") && !self.state.resp3
                         {
