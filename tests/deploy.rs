@@ -884,6 +884,11 @@ const SETTINGS: &[(&str, &str)] = &[
     ("tracking-table-max-keys", "1000000"),
     ("stream-node-max-bytes", "4096"),
     ("stream-node-max-entries", "100"),
+    ("slowlog-log-slower-than", "10000"),
+    ("slowlog-max-len", "128"),
+    ("latency-monitor-threshold", "0"),
+    ("latency-tracking", "yes"),
+    ("latency-tracking-info-percentiles", "50 99 99.9"),
     ("enable-debug-command", "no"),
     ("enable-module-command", "no"),
 ];

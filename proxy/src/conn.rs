@@ -152,6 +152,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
             now: 0,
             last_cmd: "NULL",
             cluster: view.enabled(),
+            tally: Default::default(),
         };
         drop(view);
         conn.run(&mut stream).await;
@@ -228,6 +229,9 @@ impl Connection {
             read_first = true;
             let started = self.core.now_instant();
             self.now = self.core.now_ms();
+            // The first command's time starts here (not at the turn's
+            // clock, which other connections' work may have aged).
+            self.tally.clock = Instant::now();
             let mut commands = 0u64;
             let mut blocked = None;
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
@@ -268,6 +272,7 @@ impl Connection {
                             if !self.send_replies(stream).await {
                                 return;
                             }
+                            self.tally.clock = Instant::now();
                         }
                     }
                     Parsed::Incomplete => break,
@@ -291,6 +296,9 @@ impl Connection {
             self.take_pushes();
             if !self.send_replies(stream).await {
                 return;
+            }
+            if !self.pipeline.slow.is_empty() {
+                self.take_remote_slow();
             }
             if commands > 0 {
                 self.core.stats.latency.record(started.elapsed(), commands);

@@ -65,6 +65,11 @@ pub struct Pipeline {
     /// Since when the output has been over `client-output-buffer-limit`'s
     /// soft limit.
     pub soft_limit_since: Option<std::time::Instant>,
+    /// The current command went whole to another core (which counts it).
+    pub sent_whole: bool,
+    /// Slow-log entries of this connection's commands that ran on other
+    /// cores, for the connection to log (`observe.rs`).
+    pub slow: Vec<shard::observe::slowlog::Entry>,
     /// CLIENT REPLY OFF/SKIP: the current command's reply is dropped,
     /// wherever it is produced (`set_silent`).
     silent: bool,
@@ -95,6 +100,8 @@ impl Pipeline {
             caller: Default::default(),
             monitor_line: None,
             soft_limit_since: None,
+            sent_whole: false,
+            slow: Vec::new(),
             silent: false,
             muted: false,
         }
@@ -166,6 +173,8 @@ impl Pipeline {
         let batch = self.batch(shard);
         let op = batch.push(spec, db, resp3, caller, args);
         batch.ops[op as usize].monitor = line;
+        batch.ops[op as usize].whole = true;
+        self.sent_whole = true;
         self.parts.push(Part::One(Piece::Remote(shard as u16, op)));
     }
 
@@ -296,6 +305,7 @@ impl Pipeline {
             self.replies[shard] = match ticket.await {
                 Response::Batch(mut r) => {
                     self.rests[shard] = r.rest.take();
+                    self.slow.append(&mut r.slow);
                     Some(r)
                 }
                 _ => None,

@@ -18,6 +18,7 @@ use shard::reply::errors::NOAUTH;
 use shard::{Args, Route};
 use std::future::Future;
 use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 impl Connection {
     /// Runs what `handle` deferred, after every earlier reply is in: waits
@@ -29,10 +30,13 @@ impl Connection {
                 Deferred::Locked => {
                     // The unit may have let go while the flush waited: look
                     // again, and park only straight after a check (a release
-                    // already past would never wake us).
+                    // already past would never wake us). The waits are
+                    // not the command's time.
+                    self.tally.clock = Instant::now();
                     deferred = self.handle(args)?;
                     if matches!(deferred, Deferred::Locked) {
                         wait_for_release(&self.core).await;
+                        self.tally.clock = Instant::now();
                         deferred = self.handle(args)?;
                     }
                 }
@@ -45,11 +49,20 @@ impl Connection {
                     deferred = self.handle(args)?;
                 }
                 Deferred::Command(spec) if spec.name == "exec" => {
-                    self.exec(args).await;
+                    let from = self.pipeline.out.len();
+                    self.tally.clock = Instant::now();
+                    let ((), took) = crate::observe::busy(self.exec(args)).await;
+                    self.tally.error_counted = false;
+                    self.ran(spec, &args, took, Instant::now(), from, false);
                     return None;
                 }
                 Deferred::Command(spec) => {
-                    let blocked = commands::run_deferred(self, spec, args).await;
+                    let from = self.pipeline.out.len();
+                    self.tally.error_counted = false;
+                    self.tally.elsewhere = Duration::ZERO;
+                    let (blocked, took) = crate::observe::busy(commands::run_deferred(self, spec, args)).await;
+                    let took = took + self.tally.elsewhere;
+                    self.ran(spec, &args, took, Instant::now(), from, blocked.is_some());
                     if self.core.monitored() {
                         commands::monitor::after_deferred(self, spec, &args);
                     }
@@ -81,6 +94,8 @@ impl Connection {
                     if let Some(wait) = deferred.await {
                         let timeout_reply = wait.timeout_reply.clone();
                         let mut served = blocking::give_up(self, wait).await;
+                        self.unblocked(true);
+                        self.tally.clock = Instant::now();
                         // Redis runs these as their non-blocking forms: a null bulk.
                         if served == timeout_reply && matches!(spec.name, "blmove" | "brpoplpush") && !self.state.resp3
                         {
@@ -208,8 +223,20 @@ impl Connection {
     }
 
     /// Routes one command. Returns the work that must wait for earlier
-    /// replies (multi-phase and server-wide commands).
+    /// replies (multi-phase and server-wide commands); what did not wait
+    /// is counted in the command statistics (`observe.rs`).
     pub(crate) fn handle(&mut self, args: Args) -> Option<Deferred> {
+        let (t0, from) = (self.tally.clock, self.pipeline.out.len());
+        self.tally.begin();
+        self.pipeline.sent_whole = false;
+        let deferred = self.checked(args);
+        if deferred.is_none() {
+            self.account(&args, t0, from);
+        }
+        deferred
+    }
+
+    fn checked(&mut self, args: Args) -> Option<Deferred> {
         let name = args.get(0);
         let Some(mut spec) = self.core.commands.lookup(name) else {
             if name.eq_ignore_ascii_case(b"host:") || name.eq_ignore_ascii_case(b"post") {
@@ -220,6 +247,7 @@ impl Connection {
             self.reject(&unknown_command(&args));
             return None;
         };
+        self.tally.spec = Some(spec);
         if !spec.arity_ok(args.len()) {
             if spec.name == "exec" {
                 // EXECABORT, with or without MULTI, as Redis's rejectCommand.
@@ -230,8 +258,12 @@ impl Connection {
         }
         if !spec.subcommands.is_empty() && args.len() >= 2 {
             match spec.subcommand(args.get(1)) {
-                Some(sub) => spec = sub,
+                Some(sub) => {
+                    spec = sub;
+                    self.tally.spec = Some(spec);
+                }
                 None => {
+                    self.tally.spec = None;
                     let msg = format!(
                         "ERR unknown subcommand '{}'. Try {} HELP.",
                         truncated(args.get(1), 128),
@@ -337,6 +369,7 @@ impl Connection {
 
     /// Runs or sends a command that passed every check.
     fn route(&mut self, spec: &'static shard::CommandSpec, args: Args) -> Option<Deferred> {
+        self.tally.routed = true;
         let (db, resp3) = (self.state.db, self.state.resp3);
         match spec.route {
             Route::Local => self.run_local(spec, args),

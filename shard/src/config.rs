@@ -139,6 +139,15 @@ pub struct Config {
     pub tls: TlsSettings,
     /// Prometheus text exposition on `GET /metrics` (0: off).
     pub metrics_port: u16,
+    /// The slow log (µs; negative: off) and its length.
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
+    /// The latency monitor's threshold in ms (0: off).
+    pub latency_monitor_threshold: u64,
+    /// Per-command latency histograms, and the percentiles INFO
+    /// latencystats shows.
+    pub latency_tracking: bool,
+    pub latency_tracking_info_percentiles: Vec<f64>,
     /// Who may run DEBUG and MODULE LOAD/LOADEX/UNLOAD (Redis 7.0's
     /// `enable-debug-command`, `enable-module-command`; default no).
     pub enable_debug_command: Protected,
@@ -462,6 +471,11 @@ impl Default for Config {
             lfu_decay_time: 1,
             tls: TlsSettings::default(),
             metrics_port: 0,
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
+            latency_monitor_threshold: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             enable_debug_command: Protected::No,
             enable_module_command: Protected::No,
         }
@@ -851,11 +865,59 @@ pub static PARAMS: &[Param] = &[
     param!("tls-replication", true, |c| show_yes_no(c.tls.replication), |c, v| c.tls.replication = yes_no(v)?),
     param!("tls-cluster", false, |c| show_yes_no(c.tls.cluster), |c, v| c.tls.cluster = yes_no(v)?),
     param!("metrics-port", false, |c| c.metrics_port.to_string(), |c, v| c.metrics_port = int_in(v, 0, 65535)? as u16),
+    // The slow log and the latency monitor (shard/src/observe/).
+    param!("slowlog-log-slower-than", true, |c| c.slowlog_log_slower_than.to_string(), |c, v| c
+        .slowlog_log_slower_than =
+        int_in(v, -1, i64::MAX)?),
+    param!("slowlog-max-len", true, |c| c.slowlog_max_len.to_string(), |c, v| c.slowlog_max_len =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("latency-monitor-threshold", true, |c| c.latency_monitor_threshold.to_string(), |c, v| c
+        .latency_monitor_threshold =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("latency-tracking", true, |c| show_yes_no(c.latency_tracking), |c, v| c.latency_tracking = yes_no(v)?),
+    param!(
+        "latency-tracking-info-percentiles",
+        true,
+        |c| c.latency_tracking_info_percentiles.iter().map(|p| trim_double(*p)).collect::<Vec<_>>().join(" "),
+        |c, v| c.latency_tracking_info_percentiles = percentiles(v)?
+    ),
     param!("enable-debug-command", false, |c| c.enable_debug_command.name().into(), |c, v| c.enable_debug_command =
         Protected::parse(v)?),
     param!("enable-module-command", false, |c| c.enable_module_command.name().into(), |c, v| c.enable_module_command =
         Protected::parse(v)?),
 ];
+
+/// Redis's `%f` then trimDoubleString: "99.9", "50".
+pub fn trim_double(v: f64) -> String {
+    let s = format!("{v:.6}");
+    match s.contains('.') {
+        true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
+        false => s,
+    }
+}
+
+/// latency-tracking-info-percentiles: numbers in [0, 100], space separated
+/// (one empty value: none).
+fn percentiles(values: &[&str]) -> Result<Vec<f64>, String> {
+    if let [""] = values {
+        return Ok(Vec::new());
+    }
+    let words: Vec<&str> = values.iter().flat_map(|v| v.split_whitespace()).collect();
+    words
+        .iter()
+        .map(|w| {
+            let p: f64 = w
+                .parse()
+                .ok()
+                .filter(|p: &f64| !p.is_nan())
+                .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".to_string());
+            }
+            Ok(p)
+        })
+        .collect()
+}
 
 /// `host port`, or `no one` for none.
 fn replica_of(values: &[&str]) -> Result<Option<(String, u16)>, String> {

@@ -180,6 +180,7 @@ pub async fn wait(
         }
     }
     conn.core.blocked_here.set(conn.core.blocked_here.get() - 1);
+    conn.unblocked(reply.as_ref().is_some_and(|r| *r != w.timeout_reply));
     set_waiting(conn, None);
     match reply {
         Some(bytes) => {

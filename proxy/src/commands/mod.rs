@@ -14,6 +14,7 @@ mod geo;
 mod hyperloglog;
 mod introspection;
 mod keys;
+mod latency;
 mod lcs;
 mod list;
 mod memory;
@@ -26,7 +27,9 @@ pub mod reply;
 mod scripting;
 pub mod server;
 mod set;
+mod slowlog;
 mod sort;
+mod stats;
 mod stream;
 pub mod tracking;
 pub mod transactions;
@@ -76,6 +79,8 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred::Command(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
+        "slowlog|help" => slowlog::slowlog_help(conn),
+        "latency|help" => latency::latency_help(conn),
         _ if scripting::is_script(spec) => return scripting::run_now(conn, spec, args),
         name if name.starts_with("script|") => return scripting::script_now(conn, spec, args),
         name if name.starts_with("function|") => return scripting::function_now(conn, spec, args),
@@ -209,6 +214,15 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "monitor" => monitor::monitor(conn).await,
         "config|set" => server::config_set(conn, args).await,
         "config|resetstat" => server::config_resetstat(conn).await,
+        "slowlog|get" => slowlog::get(conn, args).await,
+        "slowlog|len" => slowlog::len(conn).await,
+        "slowlog|reset" => slowlog::reset(conn).await,
+        "latency|latest" => latency::latest(conn).await,
+        "latency|history" => latency::history(conn, args).await,
+        "latency|reset" => latency::reset(conn, args).await,
+        "latency|graph" => latency::graph(conn, args).await,
+        "latency|doctor" => latency::doctor(conn).await,
+        "latency|histogram" => latency::histogram(conn, args).await,
         "shutdown" => server::shutdown(conn, args).await,
         "save" => persistence::save(conn).await,
         "bgsave" => persistence::bgsave(conn, args).await,

@@ -55,6 +55,8 @@ pub struct CoreReport {
     pub pubsub: [usize; 3],
     /// CLIENT TRACKING: (clients here, keys, items, prefixes of this shard).
     pub tracking: (u64, u64, u64, u64),
+    /// Calls, errors (INFO commandstats, errorstats, stats).
+    pub observe: shard::observe::Counters,
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -101,6 +103,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         scripts: crate::scripting::usage(),
         pubsub: core.pubsub.borrow().distinct_here(core.index),
         tracking: crate::tracking::report(core, &shard),
+        observe: shard.observe.counters(),
     }
 }
 
@@ -138,8 +141,19 @@ fn human(bytes: u64) -> String {
     }
 }
 
-const DEFAULT_SECTIONS: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "cluster", "keyspace", "shards"];
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "errorstats",
+    "cluster",
+    "keyspace",
+    "shards",
+];
 
 fn process_cpu() -> (f64, f64) {
     // SAFETY: getrusage fills the struct it is given.
@@ -157,8 +171,15 @@ pub struct ReplicationInfo {
     pub syncs: (u64, u64, u64),
 }
 
-pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &ReplicationInfo) -> String {
+pub fn render(
+    core: &Core,
+    reports: &[CoreReport],
+    sections: &[String],
+    repl: &ReplicationInfo,
+    histograms: &[(usize, shard::observe::hdr::Histogram)],
+) -> String {
     let p = &core.process;
+    let observed = shard::observe::Counters::merge(reports.iter().map(|r| &r.observe));
     let config = core.config();
     let want = |name: &str| sections.iter().any(|s| s == name);
     let sum = |f: fn(&CoreReport) -> u64| reports.iter().map(f).sum::<u64>();
@@ -234,9 +255,9 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
-                sum(|r| r.commands),
+                observed.calls(),
                 sum(|r| r.ops_per_sec),
                 sum(|r| r.net_in),
                 sum(|r| r.net_out),
@@ -255,6 +276,8 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
                 sum(|r| r.tracking.2),
                 // Every shard holds every BCAST prefix.
                 reports.iter().map(|r| r.tracking.3).max().unwrap_or(0),
+                observed.unexpected_error_replies,
+                observed.total_error_replies,
                 sum(|r| r.hops_sent),
                 sum(|r| r.remote_commands),
             ),
@@ -269,6 +292,15 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
             "CPU",
             format!("used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"),
         );
+    }
+    if want("commandstats") {
+        section("Commandstats", super::stats::commandstats(&observed));
+    }
+    if want("errorstats") {
+        section("Errorstats", super::stats::errorstats(&observed));
+    }
+    if want("latencystats") {
+        section("Latencystats", super::stats::latencystats(histograms, &config));
     }
     if want("cluster") {
         let enabled = core.cluster.borrow().enabled() as u8;
@@ -335,6 +367,7 @@ pub async fn info(conn: &mut Connection, args: Args<'_>) {
     }
     if sections.iter().any(|s| s == "all" || s == "everything") {
         sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+        sections.extend(["commandstats", "latencystats"].map(String::from));
     }
     let reports: Vec<CoreReport> = call_all(&conn.core, report).await.into_iter().flatten().collect();
     let repl = if sections.iter().any(|s| s == "replication" || s == "stats") {
@@ -345,7 +378,11 @@ pub async fn info(conn: &mut Connection, args: Args<'_>) {
     } else {
         ReplicationInfo { section: String::new(), syncs: (0, 0, 0) }
     };
-    let text = render(&conn.core, &reports, &sections, &repl);
+    let histograms = match sections.iter().any(|s| s == "latencystats") {
+        true => super::stats::histograms(&conn.core).await,
+        false => Vec::new(),
+    };
+    let text = render(&conn.core, &reports, &sections, &repl, &histograms);
     reply(conn, |r| r.verbatim(text.as_bytes()));
 }
 

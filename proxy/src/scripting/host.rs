@@ -8,8 +8,10 @@ use crate::coordinator::dispatch::call_blocking;
 use crate::core::Core;
 use crate::slot::key_slot;
 use shard::commands::{flags, Route};
+use shard::observe::slowlog::Entry;
 use shard::reply::errors::{DB_INDEX, NOT_INTEGER};
 use shard::Args;
+use std::time::Instant;
 
 pub struct CoreHost<'a> {
     pub core: &'a Core,
@@ -145,7 +147,46 @@ impl CoreHost<'_> {
 }
 
 impl Host for CoreHost<'_> {
+    /// A command the script called, counted here as Redis's scriptCall and
+    /// call() count the script client's commands (slow log client "?:0").
     fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String> {
+        let started = Instant::now();
+        let mut spec = None;
+        let result = self.checked_call(argv, call, &mut spec);
+        let mut shard = self.core.shard.borrow_mut();
+        let s = &mut *shard;
+        match (&result, spec) {
+            (Err(msg), _) if msg == super::cross::RERUN => {}
+            (Err(msg), spec) => {
+                let wire =
+                    if msg.starts_with('-') { msg.as_bytes().to_vec() } else { [b"-ERR ", msg.as_bytes()].concat() };
+                s.observe.rejected(spec, &wire);
+            }
+            (Ok(reply), Some(spec)) => {
+                let end = Instant::now();
+                let usec = end.duration_since(started).as_micros() as u64;
+                if s.observe.ran(&s.config, spec, usec, reply, false, false) {
+                    let (buf, ranges) = super::context::flatten(argv);
+                    let args = Args::new(&buf, &ranges);
+                    let redacted = crate::monitor::redacted_args(spec, &args);
+                    let mut entry = Entry::new(args.len(), args.iter(), &redacted, usec, end);
+                    entry.peer = "?:0".into();
+                    s.observe.log_slow(&s.config, self.core.index, self.core.count, entry);
+                }
+            }
+            (Ok(_), None) => {}
+        }
+        result
+    }
+}
+
+impl CoreHost<'_> {
+    fn checked_call(
+        &mut self,
+        argv: &[&[u8]],
+        call: &mut CallState,
+        resolved: &mut Option<&'static shard::CommandSpec>,
+    ) -> Result<Vec<u8>, String> {
         if self.reach.wants_whole {
             return Err(super::cross::RERUN.into());
         }
@@ -160,6 +201,7 @@ impl Host for CoreHost<'_> {
                 None => return Err("Unknown Redis command called from script".into()),
             }
         }
+        *resolved = Some(spec);
         if !spec.arity_ok(argv.len()) {
             return Err("Wrong number of args calling Redis command from script".into());
         }

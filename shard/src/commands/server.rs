@@ -172,6 +172,25 @@ pub static ACL_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("acl|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
 ];
 
+/// SLOWLOG's subcommands (Redis 7.0's arity and flags).
+pub static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("slowlog|get", -2, ADMIN | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("slowlog|len", 2, ADMIN | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("slowlog|reset", 2, ADMIN | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("slowlog|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
+/// LATENCY's subcommands (Redis 7.0's arity and flags).
+pub static LATENCY_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("latency|doctor", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|graph", 3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|histogram", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|history", 3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|latest", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|reset", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
 /// The connection and server commands.
 pub static COMMANDS: &[CommandSpec] = &[
     cmd!("auth", -2, CONN, NOKEYS, Proxy, None),
@@ -194,6 +213,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("bgrewriteaof", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("monitor", 1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("slowlog", -2, 0, NOKEYS, Proxy, None, SLOWLOG_SUBCOMMANDS),
+    cmd!("latency", -2, 0, NOKEYS, Proxy, None, LATENCY_SUBCOMMANDS),
     cmd!("save", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("bgsave", -1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("psync", -3, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
