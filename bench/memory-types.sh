@@ -13,12 +13,15 @@
 # types: any of "hash set zset list" (default all four). Elements are small
 # strings: hash fields "field:<i>" with values "value:<i>", set and zset
 # members "member:<i>" (zset scores <i>), list elements "element:<i>".
+# SERVER_ARGS is passed to both servers, e.g.
+#   SERVER_ARGS="--list-compress-depth 1" bench/memory-types.sh list
 # Only bash, awk and redis-cli: no other tools needed.
 set -euo pipefail
 types=${1:-hash set zset list}
 elements=${2:-1000000}
 keys=${3:-10000}
 per_key=${4:-100}
+read -r -a server_args <<<"${SERVER_ARGS:-}"
 cd "$(dirname "$0")/.."
 command -v redis-server >/dev/null || scripts/setup-test-deps.sh
 cargo build --release -q -p corekv
@@ -61,9 +64,9 @@ measure() {
   local type=$1 nkeys=$2 per=$3 total=$(($2 * $3)) port_r port_c pid_r pid_c
   port_r=$((22000 + RANDOM % 1000))
   port_c=$((port_r + 1000))
-  redis-server --port "$port_r" --save '' --appendonly no >/dev/null 2>&1 &
+  redis-server --port "$port_r" --save '' --appendonly no "${server_args[@]}" >/dev/null 2>&1 &
   pid_r=$!
-  target/release/corekv --port "$port_c" --shards 1 >/dev/null 2>&1 &
+  target/release/corekv --port "$port_c" --shards 1 "${server_args[@]}" >/dev/null 2>&1 &
   pid_c=$!
   pids=("$pid_r" "$pid_c")
   wait_up "$port_r"

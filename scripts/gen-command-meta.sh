@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=proxy/src/commands/redis-7.0-commands.resp3
-names=$(cat shard/src/commands/*.rs | grep -o 'cmd!("[a-z_]*"' | sed 's/cmd!("//; s/"//' | sort -u | tr '\n' ' ')
+names=$(cat shard/src/commands/*.rs | grep -o 'cmd!("[a-z_-]*"' | sed 's/cmd!("//; s/"//' | sort -u | tr '\n' ' ')
 port=$((20000 + RANDOM % 10000))
 redis-server --port "$port" --save '' --appendonly no --daemonize no >/dev/null &
 pid=$!

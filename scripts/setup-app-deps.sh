@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the real client libraries that tests/apps.rs drives against
-# corekv and redis-server: redis-py into a virtual environment under
-# target/app-deps/, and the Node packages pinned by tests/apps/node's
-# package-lock.json into tests/apps/node/node_modules. Idempotent and quick
+# corekv and redis-server: the Python packages pinned by tests/apps/python's
+# requirements.txt (redis-py, RQ, Celery) into a virtual environment under
+# target/app-deps/, and the Node packages (ioredis, redlock, BullMQ...)
+# pinned by tests/apps/node's package-lock.json into
+# tests/apps/node/node_modules. Idempotent and quick
 # when nothing changed; needs root or sudo only when python3's venv module
 # or node/npm are missing.
 set -euo pipefail
@@ -20,7 +22,7 @@ apt_install() {
   $sudo apt-get install -y -qq --no-install-recommends --no-upgrade "$@" >/dev/null
 }
 
-# Python: a venv with the pinned redis-py.
+# Python: a venv with the pinned packages.
 venv="$root/target/app-deps/venv"
 requirements="$root/tests/apps/python/requirements.txt"
 stamp="$venv/.requirements"

@@ -81,6 +81,43 @@ pub fn init() {
     // SAFETY: sets a global option; mimalloc reads it when it purges.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 1000) };
     shard::memory::set_return_hook(return_freed_memory);
+    shard::memory::set_allocator(shard::memory::Allocator {
+        // SAFETY: a pure size-class lookup.
+        good_size: |n| unsafe { libmimalloc_sys::mi_good_size(n) },
+        thread_stats: || {
+            // SAFETY: the callback appends to the String passed as `arg`.
+            stats_text(|out, arg| unsafe { libmimalloc_sys::mi_thread_stats_print_out(out, arg) })
+        },
+        process_stats: || {
+            // SAFETY: as above.
+            stats_text(|out, arg| unsafe { libmimalloc_sys::mi_stats_print_out(out, arg) })
+        },
+        committed,
+    });
+}
+
+/// mimalloc's statistics printer into a String (MEMORY MALLOC-STATS).
+fn stats_text(print: impl FnOnce(libmimalloc_sys::mi_output_fun, *mut std::ffi::c_void)) -> String {
+    unsafe extern "C" fn append(msg: *const std::ffi::c_char, arg: *mut std::ffi::c_void) {
+        // SAFETY: `arg` is the String below and `msg` a NUL-terminated
+        // string, both live for the call.
+        unsafe {
+            let text = &mut *(arg as *mut String);
+            text.push_str(&std::ffi::CStr::from_ptr(msg).to_string_lossy());
+        }
+    }
+    let mut text = String::new();
+    print(Some(append), &mut text as *mut String as *mut std::ffi::c_void);
+    text
+}
+
+/// Bytes mimalloc has committed from the OS now.
+fn committed() -> u64 {
+    let mut v = [0usize; 8];
+    let [elapsed, user, sys, rss, peak_rss, commit, peak_commit, faults] = &mut v;
+    // SAFETY: mi_process_info writes the counters it is given.
+    unsafe { libmimalloc_sys::mi_process_info(elapsed, user, sys, rss, peak_rss, commit, peak_commit, faults) };
+    v[5] as u64
 }
 
 /// Returns the calling thread's free pages to the OS now (mimalloc purges

@@ -1,8 +1,12 @@
 //! Real client libraries, used as their users use them, against corekv (3
 //! shards) and against redis-server: redis-py's `Lock` and WATCH/MULTI
-//! pipelines, node's `redlock` and `rate-limiter-flexible`. Each app script
-//! lives in tests/apps/, takes the server's port as its argument, checks its
-//! own counts and exits non-zero with the reason when one is off.
+//! pipelines, node's `redlock` and `rate-limiter-flexible`, Pub/Sub from
+//! both; and whole job-queue stacks, each processing a few thousand jobs
+//! with its own workers (streams, Lua over one queue's keys on several
+//! shards, MULTI, Pub/Sub and blocking pops together): BullMQ, RQ and
+//! Celery (Redis broker and result backend). Each app script lives in
+//! tests/apps/, takes the server's port as its argument, checks its own
+//! counts and exits non-zero with the reason when one is off.
 //! scripts/setup-app-deps.sh installs the libraries (run here when needed).
 
 mod common;
@@ -109,3 +113,6 @@ app_tests!(App::Node("redlock.mjs"), node_redlock_redis, node_redlock_corekv);
 app_tests!(App::Node("rate-limiter.mjs"), node_rate_limiter_redis, node_rate_limiter_corekv);
 app_tests!(App::Python("pubsub.py"), redis_py_pubsub_redis, redis_py_pubsub_corekv);
 app_tests!(App::Node("pubsub.mjs"), node_ioredis_pubsub_redis, node_ioredis_pubsub_corekv);
+app_tests!(App::Node("bullmq.mjs"), bullmq_redis, bullmq_corekv);
+app_tests!(App::Python("rq_app.py"), rq_redis, rq_corekv);
+app_tests!(App::Python("celery_app.py"), celery_redis, celery_corekv);

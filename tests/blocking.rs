@@ -1,7 +1,8 @@
 //! Blocking pops on the real binary: the waiting and the pushing client on
 //! different cores, many waiters on one key served first-come first-served,
 //! timeouts, hang-ups, moves across shards, pipelines after a block, and the
-//! sorted-set pops (BZPOPMIN, BZPOPMAX, BZMPOP).
+//! sorted-set pops (BZPOPMIN, BZPOPMAX, BZMPOP), pushes from a script
+//! holding every shard.
 
 mod common;
 
@@ -205,4 +206,36 @@ fn a_waiter_ignores_keys_of_the_other_type() {
     assert_eq!(zset_waiter.read(), Some(Value::Array(vec![bulk("k"), bulk("m"), bulk("1")])));
     assert_eq!(writer.cmd_str("RPUSH k v"), Value::Int(1));
     assert_eq!(list_waiter.read(), Some(Value::Array(vec![bulk("k"), bulk("v")])));
+}
+
+/// A script that declares no keys runs holding every shard (BullMQ's,
+/// Celery's, RQ's scripts push to lists, sorted sets and streams that way):
+/// the waiters on what it pushed to, on every shard, are served once it
+/// ends, not left to their timeouts.
+#[test]
+fn pushes_from_a_script_holding_every_shard_wake_waiters() {
+    let server = Server::shards(3);
+    let mut pusher = server.raw();
+    let keys = ["q1", "q2", "q3", "q4"];
+    let mut lists: Vec<Raw> = keys.iter().map(|_| server.raw()).collect();
+    for (key, w) in keys.iter().zip(&mut lists) {
+        w.send(&Raw::encode(&[b"BLPOP", key.as_bytes(), b"5"]));
+    }
+    let mut marker = server.raw();
+    marker.send(b"BZPOPMIN marker 5\r\n");
+    let mut events = server.raw();
+    events.send(b"XREAD BLOCK 5000 STREAMS events $\r\n");
+    pusher.wait_blocked(keys.len() + 2);
+    let script = "for _, k in ipairs({'q1', 'q2', 'q3', 'q4'}) do redis.call('RPUSH', k, k) end \
+                  redis.call('ZADD', 'marker', 0, 'm') \
+                  return redis.call('XADD', 'events', '1-1', 'job', '7')";
+    assert_eq!(pusher.cmd(&[b"EVAL", script.as_bytes(), b"0"]), bulk("1-1"));
+    for (key, w) in keys.iter().zip(&mut lists) {
+        assert_eq!(w.read(), Some(Value::Array(vec![bulk(key), bulk(key)])));
+    }
+    assert_eq!(marker.read(), Some(Value::Array(vec![bulk("marker"), bulk("m"), bulk("0")])));
+    let entry = Value::Array(vec![bulk("1-1"), Value::Array(vec![bulk("job"), bulk("7")])]);
+    let stream = Value::Array(vec![bulk("events"), Value::Array(vec![entry])]);
+    // (Left to their timeouts, each would have answered null.)
+    assert_eq!(events.read(), Some(Value::Array(vec![stream])));
 }

@@ -76,6 +76,32 @@ fn pipeline_gets(stream: &mut TcpStream, key: &[u8], gets: usize) -> bool {
     false
 }
 
+/// The largest value of CLIENT LIST's `name` field (e.g. "omem=").
+fn max_field(list: &str, name: &str) -> u64 {
+    list.lines()
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix(name)))
+        .map(|v| v.parse::<u64>().unwrap())
+        .max()
+        .unwrap()
+}
+
+/// Waits until some client holds `bytes` of unsent replies (or 20 s pass,
+/// or the server cut the reader): the GETs sit in the socket until the
+/// server reads them, later on a loaded machine, and a reader must lag
+/// before the test reads its replies. CLIENT LIST as last seen.
+fn backed_up(server: &Server, bytes: u64) -> String {
+    let mut status = server.raw();
+    let started = Instant::now();
+    loop {
+        let list = text(status.cmd(&[b"CLIENT", b"LIST"]));
+        if max_field(&list, "omem=") >= bytes || list.lines().count() < 2 || started.elapsed() > Duration::from_secs(20)
+        {
+            return list;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Reads until the server closes the connection (within `within`).
 fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
     stream.set_nonblocking(false).unwrap();
@@ -109,6 +135,7 @@ fn cross_shard_slow_reader_is_cut_at_its_hard_limit() {
     let server = Server::start(&["--shards", "2", "--client-output-buffer-limit", "normal 2mb 0 0"]);
     let (mut stream, key) = slow_reader(&server, true);
     pipeline_gets(&mut stream, &key, 4000);
+    backed_up(&server, 2 << 20);
     assert!(closed_within(&mut stream, Duration::from_secs(20)), "the slow reader was not closed");
     let line = wait_for_log(
         &server,
@@ -126,6 +153,7 @@ fn slow_reader_is_cut_after_its_soft_limit_seconds() {
     let server = Server::start(&["--shards", "2", "--client-output-buffer-limit", "normal 0 1mb 1"]);
     let (mut stream, key) = slow_reader(&server, true);
     pipeline_gets(&mut stream, &key, 4000);
+    backed_up(&server, 1 << 20);
     assert!(closed_within(&mut stream, Duration::from_secs(20)), "the slow reader was not closed");
     assert!(wait_for_log(&server, "for overcoming of output buffer limits", Duration::from_secs(5)).is_some());
 }
@@ -138,16 +166,10 @@ fn cross_shard_slow_reader_without_limit_keeps_memory_bounded() {
     let before = rss_kb(pid);
     // 4000 GETs of 1 MB: 4 GB of replies if they were all buffered.
     assert!(!pipeline_gets(&mut stream, &key, 4000));
-    let mut status = server.raw();
-    let list = text(status.cmd(&[b"CLIENT", b"LIST"]));
+    let list = backed_up(&server, VALUE as u64);
     let grown_mb = rss_kb(pid).saturating_sub(before) / 1024;
     assert!(grown_mb < 100, "RSS grew by {grown_mb} MB for one slow reader");
-    let omem: u64 = list
-        .lines()
-        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("omem=")))
-        .map(|v| v.parse::<u64>().unwrap())
-        .max()
-        .unwrap();
+    let omem = max_field(&list, "omem=");
     assert!(omem > 0, "CLIENT LIST shows no output memory for a lagging reader: {list}");
     // Once the client reads, every reply arrives, in order and whole.
     stream.set_nonblocking(false).unwrap();
@@ -176,29 +198,12 @@ fn client_list_shows_a_lagging_readers_buffers() {
     let server = Server::start(&["--shards", "2"]);
     let (mut stream, key) = slow_reader(&server, false);
     assert!(!pipeline_gets(&mut stream, &key, 2000));
-    let mut status = server.raw();
-    let field = |list: &str, name: &str| -> u64 {
-        list.lines()
-            .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix(name)))
-            .map(|v| v.parse::<u64>().unwrap())
-            .max()
-            .unwrap()
-    };
-    // The GETs sit in the socket until the server reads them (later on a
-    // loaded machine): wait for the reader's replies to back up.
-    let started = Instant::now();
-    let list = loop {
-        let list = text(status.cmd(&[b"CLIENT", b"LIST"]));
-        if field(&list, "omem=") >= VALUE as u64 || started.elapsed() > Duration::from_secs(20) {
-            break list;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let field = |name: &str| field(&list, name);
+    let list = backed_up(&server, VALUE as u64);
+    let field = |name: &str| max_field(&list, name);
     assert!(field("omem=") >= VALUE as u64, "{list}");
     assert!(field("qbuf=") > 0, "{list}");
     assert!(field("tot-mem=") > field("omem="), "{list}");
-    let info = text(status.cmd(&[b"INFO", b"clients"]));
+    let info = text(server.raw().cmd(&[b"INFO", b"clients"]));
     let recent =
         |name: &str| -> u64 { info.lines().find_map(|l| l.strip_prefix(name)).unwrap().trim().parse().unwrap() };
     assert!(recent("client_recent_max_output_buffer:") > 0, "{info}");

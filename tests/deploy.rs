@@ -815,6 +815,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("loglevel", "notice"),
     ("logfile", "\"\""),
     ("list-max-listpack-size", "-2"),
+    ("list-compress-depth", "0"),
     ("hash-max-listpack-entries", "512"),
     ("hash-max-listpack-value", "64"),
     ("set-max-intset-entries", "512"),
@@ -883,6 +884,13 @@ const SETTINGS: &[(&str, &str)] = &[
     ("tracking-table-max-keys", "1000000"),
     ("stream-node-max-bytes", "4096"),
     ("stream-node-max-entries", "100"),
+    ("slowlog-log-slower-than", "10000"),
+    ("slowlog-max-len", "128"),
+    ("latency-monitor-threshold", "0"),
+    ("latency-tracking", "yes"),
+    ("latency-tracking-info-percentiles", "50 99 99.9"),
+    ("enable-debug-command", "no"),
+    ("enable-module-command", "no"),
 ];
 
 /// The server's own list of settings (what `--check-config` prints) is the

@@ -11,10 +11,16 @@
 //!                    sorted set of all elements returned
 //!   !sleep MS        wait (both servers at once)
 //!   !fresh           start a new connection (resets SELECT, HELLO, AUTH)
+//!   !args ARGS       (first line only) run this script against its own
+//!                    pair of servers started with these arguments (settings
+//!                    that cannot change at run time: enable-debug-command),
+//!                    each writing its files into a temporary folder
+//!   !noreply CMD     send without reading: no reply is expected (CLIENT
+//!                    REPLY OFF/SKIP); a stray one shows in the next reply
 
 mod common;
 
-use common::{with_flushed_pair, Raw, Redis, Server};
+use common::{with_flushed_pair, Raw, Redis, Server, TempDir};
 use proxy::resp::Value;
 use shard::config::split_args;
 
@@ -113,6 +119,7 @@ fn run_script(name: &str, text: &str, redis: &Redis, corekv: &Server, shards: us
             continue;
         }
         let (directive, rest) = match line.split_once(' ') {
+            Some(("!args", _)) => continue,
             Some(("!sort", r)) => (Directive::Sort, r),
             Some(("!any", r)) => (Directive::Any, r),
             Some(("!scan", r)) => (Directive::Scan, r),
@@ -122,6 +129,13 @@ fn run_script(name: &str, text: &str, redis: &Redis, corekv: &Server, shards: us
             }
             Some(("!sleep", ms)) => {
                 std::thread::sleep(std::time::Duration::from_millis(ms.parse().expect("!sleep MS")));
+                continue;
+            }
+            Some(("!noreply", cmd)) => {
+                let words = split_args(cmd.as_bytes()).unwrap_or_else(|| panic!("{name}:{}: bad quoting", n + 1));
+                let args: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+                a.send(&Raw::encode(&args));
+                b.send(&Raw::encode(&args));
                 continue;
             }
             _ if line == "!fresh" => {
@@ -156,9 +170,16 @@ fn run_script(name: &str, text: &str, redis: &Redis, corekv: &Server, shards: us
     }
 }
 
+/// The arguments of a script's `!args` line (its first command line).
+fn script_args(text: &str) -> Option<&str> {
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty() && !l.starts_with('#'))?;
+    first.strip_prefix("!args ")
+}
+
 fn run_all(shards: usize) {
     let redis = Redis::start();
     let corekv = Server::shards(shards);
+    let shards_arg = shards.to_string();
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/diff");
     let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     files.sort();
@@ -170,7 +191,21 @@ fn run_all(shards: usize) {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        run_script(&name, &text, &redis, &corekv, shards);
+        match script_args(&text) {
+            Some(args) => {
+                // Each server of the pair writes its files (DEBUG RELOAD's
+                // dump) into a folder of its own.
+                let dirs =
+                    [TempDir::new(&format!("diff-{shards}-redis")), TempDir::new(&format!("diff-{shards}-corekv"))];
+                let mut redis_args = vec!["--dir", dirs[0].path()];
+                let mut corekv_args = vec!["--shards", &*shards_arg, "--dir", dirs[1].path()];
+                redis_args.extend(args.split_whitespace());
+                corekv_args.extend(args.split_whitespace());
+                let (redis, corekv) = (Redis::start_with(&redis_args), Server::start(&corekv_args));
+                run_script(&name, &text, &redis, &corekv, shards);
+            }
+            None => run_script(&name, &text, &redis, &corekv, shards),
+        }
     }
 }
 

@@ -715,3 +715,72 @@ fn dumps_keep_lfu_frequency_and_lru_idle_time() {
         assert!(!matches!(file[at - 2], 248 | 249), "{policy}: IDLE/FREQ written under allkeys-random");
     }
 }
+
+/// Lists of compressible values with `list-compress-depth` 1 and 2.
+fn populate_compressed_lists(c: &mut Connection) {
+    for (key, n) in [("lz:a", 400), ("lz:b", 1000), ("lz:short", 9)] {
+        let mut p = redis::pipe();
+        for i in 0..n {
+            p.cmd("RPUSH").arg(key).arg(format!("{key}:{i:05}:{}", "compressible".repeat(5))).ignore();
+        }
+        p.query::<()>(c).unwrap();
+    }
+    // LSET and LINSERT inside compressed nodes.
+    let _: () = redis::cmd("LSET").arg("lz:b").arg(500).arg("set in the middle").query(c).unwrap();
+    let _: i64 = redis::cmd("LINSERT")
+        .arg("lz:a")
+        .arg("AFTER")
+        .arg(format!("lz:a:00200:{}", "compressible".repeat(5)))
+        .arg("inserted")
+        .query(c)
+        .unwrap();
+}
+
+/// corekv's file with compressed list nodes written as Redis does (the LZF
+/// blob of each compressed node, also with rdbcompression off): redis-check-rdb
+/// accepts it, redis-server loads the same values and then DUMPs them byte
+/// for byte as corekv does; and corekv loads redis-server's such file.
+#[test]
+fn compressed_list_nodes_interop_with_redis() {
+    common::ensure_test_deps();
+    let config = ["--list-compress-depth", "2", "--list-max-listpack-size", "8", "--rdbcompression", "no"];
+    let dir = TempDir::new("lz-to-redis");
+    let mut args = vec!["--shards", "3", "--dir", dir.path()];
+    args.extend(config);
+    let server = Server::start(&args);
+    let mut c = server.client();
+    populate_compressed_lists(&mut c);
+    let before = state(&mut c);
+    let _: () = redis::cmd("SAVE").query(&mut c).unwrap();
+    let file = std::fs::read(dir.file("dump.rdb")).unwrap();
+    // rdbcompression is off, so LZF strings are the compressed nodes.
+    assert!(file.windows(2).filter(|w| w == &[0x02, 0xc3]).count() > 100, "no compressed quicklist nodes written");
+    let check = Command::new("redis-check-rdb").arg(dir.file("dump.rdb")).output().unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success() && text.contains("RDB looks OK"), "{text}");
+    let mut redis_args = vec!["--dir", dir.path(), "--dbfilename", "dump.rdb"];
+    redis_args.extend(config);
+    let redis = Redis::start_with(&redis_args);
+    let mut r = redis_conn(redis.port);
+    assert_eq!(state(&mut r), before);
+    // Same nodes, same compression: the same payloads.
+    let ours = dumps(&mut c).unwrap();
+    let theirs = dumps(&mut r).unwrap();
+    assert_eq!(ours.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>());
+    for (key, payload) in &ours {
+        assert!(theirs[key] == *payload, "DUMP {key} differs from redis-server's");
+    }
+    drop(server);
+
+    // Back: redis-server's file, read by corekv.
+    let _: () = redis::cmd("SAVE").query(&mut r).unwrap();
+    drop(redis);
+    for shards in ["1", "3"] {
+        let mut args = vec!["--shards", shards, "--dir", dir.path()];
+        args.extend(config);
+        let server = Server::start(&args);
+        let mut c = server.client();
+        assert_eq!(state(&mut c), before, "{shards} shard(s)");
+        kill9(server);
+    }
+}

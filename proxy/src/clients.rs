@@ -2,8 +2,11 @@
 //! Each core lists its own; the server-wide views are gathered over the mesh.
 
 use slab::Slab;
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::task::Waker;
 use std::time::Instant;
 
 pub struct ClientInfo {
@@ -12,8 +15,6 @@ pub struct ClientInfo {
     pub laddr: SocketAddr,
     pub fd: RawFd,
     pub name: Vec<u8>,
-    pub lib_name: Vec<u8>,
-    pub lib_ver: Vec<u8>,
     pub db: usize,
     pub resp: u8,
     pub created: Instant,
@@ -23,9 +24,19 @@ pub struct ClientInfo {
     pub qbuf: usize,
     /// Free bytes of the query buffer (0 while idle: it is pooled).
     pub qbuf_free: usize,
-    /// Replies not yet sent: the ring's queue and, while the connection
-    /// waits on it, its pipeline's (as of the connection's last write).
+    /// Replies held by the connection beyond the socket layer's queue
+    /// (while a write waits on a slow reader).
     pub omem: usize,
+    /// The socket layer's queued reply bytes, read live (the ring's queue;
+    /// `None` when the socket is written directly).
+    pub output: Option<Box<dyn Fn() -> usize>>,
+    /// The reply buffer's capacity and the bytes of the last batch of
+    /// replies written (rbs=, rbp=).
+    pub rbs: usize,
+    pub rbp: usize,
+    /// Bytes of the arguments of the command running or waiting (a
+    /// blocked or paused one, CLIENT LIST/INFO itself): argv-mem=.
+    pub argv_mem: usize,
     /// Commands queued since MULTI (-1 outside MULTI) and their bytes.
     pub multi: (i64, usize),
     /// A replica's link (flags=S; CLIENT KILL TYPE replica).
@@ -40,6 +51,39 @@ pub struct ClientInfo {
     pub tracking: Option<Box<Tracking>>,
     /// In MONITOR mode (flags=O).
     pub monitor: bool,
+    /// CLIENT NO-EVICT on (flags=e).
+    pub no_evict: bool,
+    /// Blocked in a pop or held by CLIENT PAUSE (flags=b).
+    pub blocked: bool,
+    /// A blocked pop's door for CLIENT UNBLOCK.
+    pub unblock: Option<Rc<Unblock>>,
+    /// CLIENT KILL closed it: a connection held by a pause gives up.
+    pub killed: Cell<bool>,
+}
+
+/// CLIENT UNBLOCK's word to a connection blocked in a pop (from any core).
+#[derive(Default)]
+pub struct Unblock {
+    /// What to answer: `None` until asked.
+    pub how: Cell<Option<UnblockHow>>,
+    pub waker: Cell<Option<Waker>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum UnblockHow {
+    /// The pop's timeout reply.
+    Timeout,
+    /// `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
+    Error,
+}
+
+impl Unblock {
+    pub fn signal(&self, how: UnblockHow) {
+        self.how.set(Some(how));
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
 }
 
 /// A client's CLIENT TRACKING mode.
@@ -64,7 +108,12 @@ impl ClientInfo {
     /// MULTI commands and the fixed cost of its state.
     pub fn total_memory(&self) -> usize {
         const FIXED: usize = 1024;
-        FIXED + self.qbuf + self.qbuf_free + self.omem + self.multi.1
+        FIXED + self.qbuf + self.qbuf_free + self.argv_mem + self.rbs + self.output_memory() + self.multi.1
+    }
+
+    /// Reply bytes not sent yet (omem=).
+    pub fn output_memory(&self) -> usize {
+        self.omem + self.output.as_ref().map_or(0, |queued| queued())
     }
 
     /// Subscribed to anything (flags=P; CLIENT KILL TYPE pubsub).
@@ -86,6 +135,9 @@ impl ClientInfo {
         if self.multi.0 >= 0 {
             f.push('x');
         }
+        if self.blocked {
+            f.push('b');
+        }
         if let Some(t) = &self.tracking {
             f.push('t');
             if t.broken_redirect {
@@ -95,16 +147,21 @@ impl ClientInfo {
                 f.push('B');
             }
         }
+        if self.no_evict {
+            f.push('e');
+        }
         if f.is_empty() {
             f.push('N');
         }
         f
     }
 
-    /// One line of CLIENT LIST in Redis 7's field order.
+    /// One line of CLIENT LIST in Redis 7.0's field order
+    /// (catClientInfoString).
     pub fn line(&self, now: Instant) -> String {
+        let omem = self.output_memory();
         format!(
-            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll={} omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem={} multi-mem={} rbs={} rbp={} obl=0 oll={} omem={} tot-mem={} events={} cmd={} user={} redir={} resp={}",
             self.id,
             self.addr,
             self.laddr,
@@ -120,17 +177,18 @@ impl ClientInfo {
             self.multi.0,
             self.qbuf,
             self.qbuf_free,
+            self.argv_mem,
             self.multi.1,
-            self.qbuf + self.qbuf_free,
-            usize::from(self.omem > 0),
-            self.omem,
+            self.rbs,
+            self.rbp,
+            usize::from(omem > 0),
+            omem,
             self.total_memory(),
+            if omem > 0 { "rw" } else { "r" },
             self.last_cmd,
             String::from_utf8_lossy(&self.user),
             self.tracking.as_ref().map_or(-1, |t| t.redirect as i64),
             self.resp,
-            String::from_utf8_lossy(&self.lib_name),
-            String::from_utf8_lossy(&self.lib_ver),
         )
     }
 }
@@ -150,9 +208,11 @@ impl Clients {
     }
 
     /// Closes a connection from outside its task: its pending read returns
-    /// and the task ends as if the peer had hung up.
+    /// and the task ends as if the peer had hung up (one held by CLIENT
+    /// PAUSE sees `killed` once the pause's waiters are woken).
     pub fn kill(&self, key: usize) {
         if let Some(c) = self.list.get(key) {
+            c.killed.set(true);
             // SAFETY: `fd` is the open socket of a live connection (removed
             // from the registry before it is closed).
             unsafe {

@@ -12,7 +12,7 @@ use crate::push::PushQueue;
 use crate::replication::handoff::SyncRequest;
 use crate::replication::sync::{serve_replica, Peer};
 use crate::resp::{Limits, Parsed, RequestParser};
-use crate::session::{ConnState, Connection, Port};
+use crate::session::{ConnState, Connection, Deferred, Port};
 use crate::stream::ClientStream;
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use shard::Args;
@@ -90,8 +90,6 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 laddr,
                 fd: stream.fd(),
                 name: Vec::new(),
-                lib_name: Vec::new(),
-                lib_ver: Vec::new(),
                 db: 0,
                 resp: 2,
                 created: now,
@@ -106,6 +104,14 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 subscriptions: [0; 3],
                 tracking: None,
                 monitor: false,
+                no_evict: false,
+                blocked: false,
+                unblock: None,
+                killed: Default::default(),
+                output: stream.output_probe(),
+                rbs: 0,
+                rbp: 0,
+                argv_mem: 0,
             });
             (id, key)
         };
@@ -141,10 +147,12 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 push: None,
                 subscriptions: Default::default(),
                 tracking: false,
+                reply: Default::default(),
             },
             now: 0,
             last_cmd: "NULL",
             cluster: view.enabled(),
+            tally: Default::default(),
         };
         drop(view);
         conn.run(&mut stream).await;
@@ -209,7 +217,7 @@ impl Connection {
                 CoreStats::add(&self.core.stats.net_input_bytes, n as u64);
                 let pending = filled - parser.consumed();
                 if pending as u64 > self.core.config().client_query_buffer_limit {
-                    self.update_registry(pending, buf.len() - filled, 0);
+                    self.update_registry(pending, buf.len() - filled);
                     let bytes = repr(&buf[parser.consumed()..filled.min(parser.consumed() + 64)]);
                     log::warning(&format!(
                         "Closing client that reached max query buffer length: {} (qbuf initial bytes: {bytes})",
@@ -221,6 +229,9 @@ impl Connection {
             read_first = true;
             let started = self.core.now_instant();
             self.now = self.core.now_ms();
+            // The first command's time starts here (not at the turn's
+            // clock, which other connections' work may have aged).
+            self.tally.clock = Instant::now();
             let mut commands = 0u64;
             let mut blocked = None;
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
@@ -228,27 +239,40 @@ impl Connection {
             self.take_pushes();
             loop {
                 let limits = Limits { proto_max_bulk_len, unauthenticated: !self.state.authenticated };
+                // CLIENT REPLY OFF/SKIP: this command's reply (or protocol
+                // error) is dropped.
+                self.pipeline.set_silent(self.state.reply.silent());
                 match parser.next(&buf[..filled], &limits) {
                     Parsed::Command { inline } => {
                         commands += 1;
                         let src: &[u8] = if inline { parser.inline_buf() } else { &buf[..filled] };
                         let args = Args::new(src, parser.args());
-                        if let Some(deferred) = self.handle(args) {
+                        let mut deferred = self.handle(args);
+                        while matches!(deferred, Some(Deferred::Paused)) {
+                            if !Box::pin(self.hold_for_pause(stream, &args)).await {
+                                return;
+                            }
+                            deferred = self.handle(args);
+                        }
+                        if let Some(deferred) = deferred {
                             // Boxed, as every rare path here: the task's
                             // future stays small for idle connections.
                             blocked = Box::pin(self.run_deferred(deferred, args)).await;
                             if blocked.is_some() {
+                                self.show_blocked(true, &args);
                                 break;
                             }
                         }
+                        self.state.reply.command_done();
                         if self.state.close || self.state.sync.is_some() {
                             break;
                         }
                         if self.pipeline.out.len() >= OUTPUT_HIGH_WATER {
-                            self.update_registry(filled - parser.consumed(), buf.len() - filled, 0);
+                            self.update_registry(filled - parser.consumed(), buf.len() - filled);
                             if !self.send_replies(stream).await {
                                 return;
                             }
+                            self.tally.clock = Instant::now();
                         }
                     }
                     Parsed::Incomplete => break,
@@ -265,9 +289,16 @@ impl Connection {
                 }
             }
             CoreStats::add(&self.core.stats.commands, commands);
+            // A blocked command's reply, when it comes, is as silent as
+            // the command was; pushes never are.
+            let silent = self.pipeline.silent();
+            self.pipeline.set_silent(false);
             self.take_pushes();
             if !self.send_replies(stream).await {
                 return;
+            }
+            if !self.pipeline.slow.is_empty() {
+                self.take_remote_slow();
             }
             if commands > 0 {
                 self.core.stats.latency.record(started.elapsed(), commands);
@@ -284,14 +315,18 @@ impl Connection {
             filled -= consumed;
             parser.shift(consumed);
             if let Some(wait) = blocked {
-                self.update_registry(filled, buf.len() - filled, 0);
-                if !Box::pin(blocking::wait(self, wait, stream, &mut buf, &mut filled)).await {
+                self.update_registry(filled, buf.len() - filled);
+                self.pipeline.set_silent(silent);
+                let served = Box::pin(blocking::wait(self, wait, stream, &mut buf, &mut filled)).await;
+                self.pipeline.set_silent(false);
+                self.state.reply.command_done();
+                if !served {
                     return;
                 }
                 read_first = false;
                 continue;
             }
-            self.update_registry(filled, buf.len() - filled, stream.pending_output());
+            self.update_registry(filled, buf.len() - filled);
         }
     }
 
@@ -313,6 +348,15 @@ impl Connection {
             if !more {
                 return true;
             }
+        }
+    }
+
+    /// CLIENT PAUSE holds the next command: the replies so far go out, then
+    /// the connection waits. False when it was killed meanwhile.
+    async fn hold_for_pause(&mut self, stream: &mut ClientStream, args: &Args<'_>) -> bool {
+        self.send_replies(stream).await && {
+            self.pause_wait(args).await;
+            !self.killed()
         }
     }
 
@@ -374,7 +418,10 @@ impl Connection {
                 None => continue,
             }
         }
-        self.set_registry_omem(stream.pending_output());
+        if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
+            c.omem = 0;
+            (c.rbs, c.rbp) = (self.pipeline.out.capacity(), len);
+        }
         if let Some(queue) = &self.state.push {
             queue.held_by_conn.set(stream.pending_output());
         }
@@ -406,7 +453,6 @@ impl Connection {
             self.pipeline.soft_limit_since = None;
         }
         if hard || soft {
-            self.set_registry_omem(held as usize);
             log::warning(&format!(
                 "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
                 self.client_line()
@@ -431,7 +477,7 @@ impl Connection {
     /// SYNC/PSYNC: from here on the socket carries the replication stream.
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
         // CLIENT LIST shows it (flags=S cmd=psync) from here on.
-        self.update_registry(0, 0, 0);
+        self.update_registry(0, 0);
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
             c.replica = true;
         }
@@ -447,7 +493,9 @@ impl Connection {
         serve_replica(&self.core, stream, peer, request, input).await
     }
 
-    fn update_registry(&self, qbuf: usize, qbuf_free: usize, omem: usize) {
+    /// The registry entry after a batch (or before a wait): the pipeline
+    /// holds no replies then (`omem`; the socket layer's are read live).
+    fn update_registry(&self, qbuf: usize, qbuf_free: usize) {
         let mut clients = self.core.clients.borrow_mut();
         if let Some(c) = clients.list.get_mut(self.state.registry_key) {
             c.last_active = self.core.now_instant();
@@ -456,7 +504,7 @@ impl Connection {
             c.resp = if self.state.resp3 { 3 } else { 2 };
             c.qbuf = qbuf;
             c.qbuf_free = qbuf_free;
-            c.omem = omem;
+            c.omem = 0;
             c.multi = self.state.multi.as_ref().map_or((-1, 0), |q| q.size());
         }
     }

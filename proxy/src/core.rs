@@ -226,6 +226,8 @@ pub struct Core {
     /// Every MONITOR client's id (on any core): commands executed here are
     /// fed to them (`monitor.rs`); empty costs one branch per command.
     pub monitors: RefCell<Vec<u64>>,
+    /// CLIENT PAUSE, the same on every core.
+    pub pause: crate::pause::Pause,
 }
 
 impl Core {
@@ -242,6 +244,7 @@ impl Core {
         Core {
             acl,
             monitors: Default::default(),
+            pause: Default::default(),
             blocked: Default::default(),
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),

@@ -8,8 +8,10 @@ use crate::mesh::{Batch, BatchReply, REPLY_CAP};
 use crate::pubsub::fanout::publish_op;
 use shard::commands::flags::WRITE;
 use shard::commands::{execute, Ctx};
+use shard::observe::slowlog::Entry;
 use shard::tracking::Caller;
 use shard::{Args, CommandSpec, Reply, Route};
+use std::time::Instant;
 
 impl Core {
     /// Runs one command on this core's shard, appending its reply to `out`.
@@ -89,6 +91,8 @@ impl Core {
         let mut done = true;
         let capped = batch.unit.is_none();
         let ran_from = reply.next_op();
+        // Each whole command's time: from the previous one's end.
+        let mut clock = Instant::now();
         for op in &batch.ops[reply.next_op()..] {
             if capped && reply.data.len() >= REPLY_CAP {
                 break;
@@ -107,10 +111,22 @@ impl Core {
                 shard = self.shard.borrow_mut();
                 continue;
             }
+            let from = reply.data.len();
             let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
             shard.caller = op.caller;
             execute(op.spec, &mut shard, &mut ctx, args);
             reply.ends.push(reply.data.len() as u32);
+            let end = Instant::now();
+            let usec = end.duration_since(clock).as_micros() as u64;
+            let s = &mut *shard;
+            if !op.whole {
+                // A split command's part: its time, counted once by the sender.
+                s.observe.part(op.spec, usec);
+            } else if s.observe.ran(&s.config, op.spec, usec, &reply.data[from..], false, false) {
+                let redacted = crate::monitor::redacted_args(op.spec, &args);
+                reply.slow.push(Entry::new(args.len(), args.iter(), &redacted, usec, end));
+            }
+            clock = end;
         }
         let notified = shard.notify_mask != 0;
         shard.caller = Caller::default();

@@ -20,6 +20,8 @@ pub mod mesh;
 pub mod metrics;
 pub mod monitor;
 pub mod notify;
+pub mod observe;
+pub mod pause;
 pub mod persistence;
 pub mod pipeline;
 pub mod pubsub;

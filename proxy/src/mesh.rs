@@ -35,6 +35,9 @@ pub struct Op {
     pub caller: Caller,
     /// Its MONITOR line, fed by the owner once it ran (`monitor.rs`).
     pub monitor: Option<Box<[u8]>>,
+    /// A whole command (not a split command's part): the owner counts it
+    /// in its command statistics.
+    pub whole: bool,
 }
 
 /// Commands for one shard, their arguments copied into one buffer.
@@ -84,6 +87,7 @@ impl Batch {
             args: (first, self.ranges.len() as u32 - first),
             caller,
             monitor: None,
+            whole: false,
         });
         self.ops.len() as u32 - 1
     }
@@ -106,6 +110,9 @@ pub struct BatchReply {
     pub first: u32,
     /// The batch, when the owner stopped at [`REPLY_CAP`] before its end.
     pub rest: Option<Batch>,
+    /// Slow-log entries of its ops, for the sender to complete with its
+    /// client's address and name.
+    pub slow: Vec<shard::observe::slowlog::Entry>,
 }
 
 impl BatchReply {
@@ -116,6 +123,7 @@ impl BatchReply {
             ends: Vec::with_capacity(ops),
             first: batch.first,
             rest: None,
+            slow: Vec::new(),
         }
     }
 

@@ -59,9 +59,17 @@ pub fn line(spec: &CommandSpec, db: usize, origin: Origin, args: &Args) -> Optio
     Some(out.into_bytes())
 }
 
-/// Argument positions Redis replaces with "(redacted)".
-fn redacted_args(spec: &CommandSpec, args: &Args) -> Vec<usize> {
+/// Argument positions Redis replaces with "(redacted)" in MONITOR and the
+/// slow log (redactClientCommandArgument's callers).
+pub fn redacted_args(spec: &CommandSpec, args: &Args) -> Vec<usize> {
     match spec.name {
+        "acl|setuser" => (2..args.len()).collect(),
+        "config|set" => (2..args.len())
+            .step_by(2)
+            .filter(|&i| ["masteruser", "masterauth", "requirepass"].iter().any(|n| args.is(i, n)))
+            .map(|i| i + 1)
+            .filter(|&i| i < args.len())
+            .collect(),
         "auth" if args.len() <= 3 => (1..args.len()).collect(),
         "hello" => {
             let mut j = 2;

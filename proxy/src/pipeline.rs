@@ -19,6 +19,9 @@ enum Piece {
 }
 
 enum Part {
+    /// CLIENT REPLY: the replies of the parts that follow are dropped
+    /// (true) or kept (false).
+    Mute(bool),
     Bytes(u32, u32),
     One(Piece),
     /// `pieces` and `keys` are ranges of `Pipeline::pieces` / `key_shards`.
@@ -62,6 +65,16 @@ pub struct Pipeline {
     /// Since when the output has been over `client-output-buffer-limit`'s
     /// soft limit.
     pub soft_limit_since: Option<std::time::Instant>,
+    /// The current command went whole to another core (which counts it).
+    pub sent_whole: bool,
+    /// Slow-log entries of this connection's commands that ran on other
+    /// cores, for the connection to log (`observe.rs`).
+    pub slow: Vec<shard::observe::slowlog::Entry>,
+    /// CLIENT REPLY OFF/SKIP: the current command's reply is dropped,
+    /// wherever it is produced (`set_silent`).
+    silent: bool,
+    /// While parts are moved into `out`: the last `Part::Mute` seen.
+    muted: bool,
 }
 
 const SHARD_LOST: &[u8] = b"-ERR shard unavailable (server shutting down)\r\n";
@@ -87,7 +100,26 @@ impl Pipeline {
             caller: Default::default(),
             monitor_line: None,
             soft_limit_since: None,
+            sent_whole: false,
+            slow: Vec::new(),
+            silent: false,
+            muted: false,
         }
+    }
+
+    /// CLIENT REPLY: drop (true) or keep the replies of the commands that
+    /// follow, local or from other cores. Pushes go through `push_local`.
+    pub fn set_silent(&mut self, silent: bool) {
+        if silent != self.silent {
+            self.silent = silent;
+            if self.parts_from.is_some() {
+                self.parts.push(Part::Mute(silent));
+            }
+        }
+    }
+
+    pub fn silent(&self) -> bool {
+        self.silent
     }
 
     /// Bytes produced on this core (a local command's reply, an error).
@@ -95,9 +127,20 @@ impl Pipeline {
     pub fn local(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
         let start = self.out.len();
         write(&mut self.out);
-        if self.parts_from.is_some() {
+        if self.silent {
+            self.out.truncate(start);
+        } else if self.parts_from.is_some() {
             self.parts.push(Part::Bytes(start as u32, self.out.len() as u32));
         }
+    }
+
+    /// A push written while a command runs (Pub/Sub's subscribe notices):
+    /// sent even under CLIENT REPLY OFF, as Redis's CLIENT_PUSHING.
+    pub fn push_local(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let silent = self.silent;
+        self.set_silent(false);
+        self.local(write);
+        self.set_silent(silent);
     }
 
     fn batch(&mut self, shard: usize) -> &mut Batch {
@@ -110,6 +153,9 @@ impl Pipeline {
     fn enter_parts(&mut self) {
         if self.parts_from.is_none() {
             self.parts_from = Some(self.out.len());
+            if self.silent {
+                self.parts.push(Part::Mute(true));
+            }
         }
     }
 
@@ -127,6 +173,8 @@ impl Pipeline {
         let batch = self.batch(shard);
         let op = batch.push(spec, db, resp3, caller, args);
         batch.ops[op as usize].monitor = line;
+        batch.ops[op as usize].whole = true;
+        self.sent_whole = true;
         self.parts.push(Part::One(Piece::Remote(shard as u16, op)));
     }
 
@@ -257,6 +305,7 @@ impl Pipeline {
             self.replies[shard] = match ticket.await {
                 Response::Batch(mut r) => {
                     self.rests[shard] = r.rest.take();
+                    self.slow.append(&mut r.slow);
                     Some(r)
                 }
                 _ => None,
@@ -276,11 +325,14 @@ impl Pipeline {
         };
         while let Some(part) = self.parts.get(self.next_part) {
             match *part {
-                Part::Bytes(a, b) => self.out.extend_from_slice(&held[a as usize..b as usize]),
+                Part::Mute(on) => self.muted = on,
+                Part::Bytes(a, b) if !self.muted => self.out.extend_from_slice(&held[a as usize..b as usize]),
+                Part::Bytes(..) => {}
                 Part::One(Piece::Remote(s, op)) if later(Piece::Remote(s, op)) => {
                     self.stalled.push(s);
                     return true;
                 }
+                Part::One(_) if self.muted => {}
                 Part::One(p) => self.out.extend_from_slice(resolve(p)),
                 Part::Merge { merge, pieces, keys } => {
                     let pieces = &self.pieces[pieces.0 as usize..pieces.1 as usize];
@@ -288,14 +340,17 @@ impl Pipeline {
                         self.stalled.extend(pieces.iter().filter(|&&(_, p)| later(p)).map(|&(s, _)| s));
                         return true;
                     }
-                    let bytes: Vec<(u16, &[u8])> = pieces.iter().map(|&(s, p)| (s, resolve(p))).collect();
-                    let keys = &self.key_shards[keys.0 as usize..keys.1 as usize];
-                    merge_replies(merge, &bytes, keys, &mut self.out);
+                    if !self.muted {
+                        let bytes: Vec<(u16, &[u8])> = pieces.iter().map(|&(s, p)| (s, resolve(p))).collect();
+                        let keys = &self.key_shards[keys.0 as usize..keys.1 as usize];
+                        merge_replies(merge, &bytes, keys, &mut self.out);
+                    }
                 }
             }
             self.next_part += 1;
         }
         self.parts_from = None;
+        self.muted = false;
         self.next_part = 0;
         self.held = Vec::new();
         self.replies.clear();

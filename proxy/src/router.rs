@@ -9,6 +9,7 @@ use crate::blocking::{self, BlockWait};
 use crate::commands::{self, transactions};
 use crate::coordinator::wait_for_release;
 use crate::log;
+use crate::pause::PauseKind;
 use crate::persistence;
 use crate::replication::replica::state::refusal;
 use crate::session::{Connection, Deferred};
@@ -17,6 +18,7 @@ use shard::reply::errors::NOAUTH;
 use shard::{Args, Route};
 use std::future::Future;
 use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 impl Connection {
     /// Runs what `handle` deferred, after every earlier reply is in: waits
@@ -28,19 +30,39 @@ impl Connection {
                 Deferred::Locked => {
                     // The unit may have let go while the flush waited: look
                     // again, and park only straight after a check (a release
-                    // already past would never wake us).
+                    // already past would never wake us). The waits are
+                    // not the command's time.
+                    self.tally.clock = Instant::now();
                     deferred = self.handle(args)?;
                     if matches!(deferred, Deferred::Locked) {
                         wait_for_release(&self.core).await;
+                        self.tally.clock = Instant::now();
                         deferred = self.handle(args)?;
                     }
                 }
+                Deferred::Paused => {
+                    self.pause_wait(&args).await;
+                    if self.killed() {
+                        self.state.close = true;
+                        return None;
+                    }
+                    deferred = self.handle(args)?;
+                }
                 Deferred::Command(spec) if spec.name == "exec" => {
-                    self.exec(args).await;
+                    let from = self.pipeline.out.len();
+                    self.tally.clock = Instant::now();
+                    let ((), took) = crate::observe::busy(self.exec(args)).await;
+                    self.tally.error_counted = false;
+                    self.ran(spec, &args, took, Instant::now(), from, false);
                     return None;
                 }
                 Deferred::Command(spec) => {
-                    let blocked = commands::run_deferred(self, spec, args).await;
+                    let from = self.pipeline.out.len();
+                    self.tally.error_counted = false;
+                    self.tally.elsewhere = Duration::ZERO;
+                    let (blocked, took) = crate::observe::busy(commands::run_deferred(self, spec, args)).await;
+                    let took = took + self.tally.elsewhere;
+                    self.ran(spec, &args, took, Instant::now(), from, blocked.is_some());
                     if self.core.monitored() {
                         commands::monitor::after_deferred(self, spec, &args);
                     }
@@ -72,6 +94,8 @@ impl Connection {
                     if let Some(wait) = deferred.await {
                         let timeout_reply = wait.timeout_reply.clone();
                         let mut served = blocking::give_up(self, wait).await;
+                        self.unblocked(true);
+                        self.tally.clock = Instant::now();
                         // Redis runs these as their non-blocking forms: a null bulk.
                         if served == timeout_reply && matches!(spec.name, "blmove" | "brpoplpush") && !self.state.resp3
                         {
@@ -127,6 +151,66 @@ impl Connection {
         }
     }
 
+    /// CLIENT PAUSE holds this command back (Redis's processCommand): every
+    /// command under ALL; under WRITE, writes, what may replicate and EXEC
+    /// of a transaction holding one of those. Never the commands EXEC
+    /// runs; the primary's stream on a replica waits too, as in Redis.
+    fn paused(&self, spec: &shard::CommandSpec) -> bool {
+        if !self.core.pause.recorded() || self.state.in_exec {
+            return false;
+        }
+        match self.core.pause.kind(self.core.now_ms()) {
+            PauseKind::Off => false,
+            PauseKind::All => true,
+            PauseKind::Write => {
+                may_replicate(spec)
+                    || (spec.name == "exec"
+                        && self.state.multi.as_ref().is_some_and(|q| q.commands.iter().any(|(s, ..)| may_replicate(s))))
+            }
+        }
+    }
+
+    /// Waits while a pause holds this connection's command: until it is
+    /// lifted or runs out, or the connection is killed (CLIENT KILL wakes
+    /// the pause's waiters). Shown as blocked (flags=b, blocked_clients)
+    /// meanwhile; the caller handles the command again.
+    pub async fn pause_wait(&mut self, args: &Args<'_>) {
+        let core = self.core.clone();
+        let key = self.state.registry_key;
+        let killed = || core.clients.borrow().list.get(key).is_some_and(|c| c.killed.get());
+        self.show_blocked(true, args);
+        core.blocked_here.set(core.blocked_here.get() + 1);
+        // At most a minute at a time (the caller looks again): a pause of
+        // any length never overflows the timer.
+        let wait = (core.pause.end_ms().saturating_sub(shard::unix_ms()) + 1).min(60_000);
+        let mut timer = Box::pin(glommio::timer::sleep(std::time::Duration::from_millis(wait)));
+        std::future::poll_fn(|cx| {
+            if killed() || core.pause.kind(shard::unix_ms()) == PauseKind::Off || timer.as_mut().poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+            core.pause.park(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+        .await;
+        core.blocked_here.set(core.blocked_here.get() - 1);
+        self.show_blocked(false, args);
+    }
+
+    /// CLIENT LIST's view of a command that waits: flags=b and its
+    /// arguments' bytes (argv-mem=) while it does.
+    pub fn show_blocked(&self, blocked: bool, args: &Args) {
+        if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
+            c.blocked = blocked;
+            c.argv_mem = if blocked { args.iter().map(<[u8]>::len).sum() } else { 0 };
+            (c.last_cmd, c.db) = (self.last_cmd, self.state.db);
+        }
+    }
+
+    /// The connection was closed by CLIENT KILL.
+    pub fn killed(&self) -> bool {
+        self.core.clients.borrow().list.get(self.state.registry_key).is_some_and(|c| c.killed.get())
+    }
+
     /// maxmemory (Redis's processCommand): a `denyoom` command, or anything
     /// queued in MULTI, is refused while used memory is over the limit and
     /// eviction cannot bring it back (EXEC: `transactions::exec_begin`).
@@ -134,12 +218,25 @@ impl Connection {
     pub(crate) fn out_of_memory(&self, spec: &shard::CommandSpec) -> bool {
         let deny = spec.has_flag(flags::DENYOOM)
             || (self.state.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset"));
-        deny && !self.state.master && self.core.out_of_memory()
+        // A pause keeps the dataset as it is: no eviction, no refusal.
+        deny && !self.state.master && !self.core.pause.recorded() && self.core.out_of_memory()
     }
 
     /// Routes one command. Returns the work that must wait for earlier
-    /// replies (multi-phase and server-wide commands).
+    /// replies (multi-phase and server-wide commands); what did not wait
+    /// is counted in the command statistics (`observe.rs`).
     pub(crate) fn handle(&mut self, args: Args) -> Option<Deferred> {
+        let (t0, from) = (self.tally.clock, self.pipeline.out.len());
+        self.tally.begin();
+        self.pipeline.sent_whole = false;
+        let deferred = self.checked(args);
+        if deferred.is_none() {
+            self.account(&args, t0, from);
+        }
+        deferred
+    }
+
+    fn checked(&mut self, args: Args) -> Option<Deferred> {
         let name = args.get(0);
         let Some(mut spec) = self.core.commands.lookup(name) else {
             if name.eq_ignore_ascii_case(b"host:") || name.eq_ignore_ascii_case(b"post") {
@@ -150,6 +247,7 @@ impl Connection {
             self.reject(&unknown_command(&args));
             return None;
         };
+        self.tally.spec = Some(spec);
         if !spec.arity_ok(args.len()) {
             if spec.name == "exec" {
                 // EXECABORT, with or without MULTI, as Redis's rejectCommand.
@@ -160,8 +258,12 @@ impl Connection {
         }
         if !spec.subcommands.is_empty() && args.len() >= 2 {
             match spec.subcommand(args.get(1)) {
-                Some(sub) => spec = sub,
+                Some(sub) => {
+                    spec = sub;
+                    self.tally.spec = Some(spec);
+                }
                 None => {
+                    self.tally.spec = None;
                     let msg = format!(
                         "ERR unknown subcommand '{}'. Try {} HELP.",
                         truncated(args.get(1), 128),
@@ -177,6 +279,12 @@ impl Connection {
             }
         }
         self.last_cmd = spec.name;
+        // DEBUG, MODULE LOAD...: their enable-*-command setting decides,
+        // before AUTH (Redis's processCommand).
+        if let Some(refusal) = commands::debug::protected_refusal(self, spec) {
+            self.reject(&refusal);
+            return None;
+        }
         if !self.state.authenticated && !spec.has_flag(flags::NO_AUTH) && commands::acl::auth_required(self) {
             self.reject(NOAUTH);
             return None;
@@ -233,6 +341,9 @@ impl Connection {
             self.reject(busy);
             return None;
         }
+        if self.paused(spec) {
+            return Some(Deferred::Paused);
+        }
         if self.state.multi.is_some() && matches!(spec.name, "shutdown" | "save" | "sync" | "psync") {
             self.reject("ERR Command not allowed inside a transaction");
             return None;
@@ -258,6 +369,7 @@ impl Connection {
 
     /// Runs or sends a command that passed every check.
     fn route(&mut self, spec: &'static shard::CommandSpec, args: Args) -> Option<Deferred> {
+        self.tally.routed = true;
         let (db, resp3) = (self.state.db, self.state.resp3);
         match spec.route {
             Route::Local => self.run_local(spec, args),
@@ -294,6 +406,13 @@ impl Connection {
         }
         None
     }
+}
+
+/// What CLIENT PAUSE WRITE holds back: writes and Redis 7.0's
+/// `may_replicate` commands (a flag COMMAND INFO hides).
+fn may_replicate(spec: &shard::CommandSpec) -> bool {
+    spec.has_flag(flags::WRITE)
+        || matches!(spec.name, "eval" | "evalsha" | "fcall" | "publish" | "spublish" | "pfcount")
 }
 
 fn truncated(b: &[u8], max: usize) -> String {

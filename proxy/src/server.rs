@@ -135,6 +135,7 @@ async fn cron(core: Rc<Core>) {
             }
             persistence::cron(&core).await;
         }
+        crate::commands::client::pause_cron(&core);
         core.shard.borrow_mut().active_expire(shard::unix_ms());
         memory_cron(&core);
         // Keys expired or evicted above: their tracking readers hear.
@@ -155,7 +156,8 @@ async fn cron(core: Rc<Core>) {
 /// go back to the OS without waiting for traffic.
 fn memory_cron(core: &Core) {
     let mut shard = core.shard.borrow_mut();
-    if shard.config.maxmemory > 0 && core.locks.borrow().is_idle() {
+    // A CLIENT PAUSE keeps the dataset as it is.
+    if shard.config.maxmemory > 0 && core.locks.borrow().is_idle() && !core.pause.recorded() {
         shard.perform_evictions(shard::unix_ms());
     }
     if shard.memory_returned(8 << 20) {
@@ -184,8 +186,9 @@ async fn shutdown_on_signal(core: &Rc<Core>) -> bool {
 fn close_idle_clients(core: &Core, timeout: Duration) {
     let now = Instant::now();
     let clients = core.clients.borrow();
+    // Redis leaves blocked (and paused) clients alone.
     for (key, c) in clients.list.iter() {
-        if now.duration_since(c.last_active) > timeout {
+        if !c.blocked && now.duration_since(c.last_active) > timeout {
             clients.kill(key);
         }
     }

@@ -13,6 +13,7 @@ use crate::replication::handoff::{ReplicaHello, SyncRequest};
 use crate::slot::key_slot;
 use shard::{Args, CommandSpec, Merge, Route};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 /// What a connection carries from one command to the next.
 pub struct ConnState {
@@ -59,6 +60,29 @@ pub struct ConnState {
     pub subscriptions: ConnSubscriptions,
     /// CLIENT TRACKING is on (its mode is in the registry entry).
     pub tracking: bool,
+    /// CLIENT REPLY's state.
+    pub reply: ReplyMode,
+}
+
+/// CLIENT REPLY: OFF, and SKIP's two steps (Redis's CLIENT_REPLY_SKIP_NEXT,
+/// then CLIENT_REPLY_SKIP for the one command after it).
+#[derive(Clone, Copy, Default)]
+pub struct ReplyMode {
+    pub off: bool,
+    pub skip_next: bool,
+    pub skip: bool,
+}
+
+impl ReplyMode {
+    /// The reply of the command about to run is dropped.
+    pub fn silent(self) -> bool {
+        self.off || self.skip
+    }
+
+    /// After each command (Redis's resetClient): SKIP covers one command.
+    pub fn command_done(&mut self) {
+        self.skip = std::mem::take(&mut self.skip_next);
+    }
 }
 
 /// Which listener accepted a connection.
@@ -79,6 +103,57 @@ pub struct Connection {
     pub last_cmd: &'static str,
     /// Cluster key checks (CROSSSLOT, MOVED) apply.
     pub cluster: bool,
+    /// The current command, for its statistics (`observe.rs`).
+    pub tally: Tally,
+}
+
+/// What the router learnt of the command it handles now, for its
+/// statistics (`observe.rs`).
+pub struct Tally {
+    /// Where the current command's time starts.
+    pub clock: Instant,
+    /// The (sub)command, once looked up.
+    pub spec: Option<&'static CommandSpec>,
+    /// It passed the router's checks (an error before is a rejection).
+    pub routed: bool,
+    /// A script's error reply raised by a command it called: counted
+    /// already where that command ran.
+    pub error_counted: bool,
+    /// A blocked command's slow-log entry, logged once it is served.
+    pub blocked: Option<Box<Blocked>>,
+    /// Time another core spent running this (deferred) command for it: a
+    /// script run on its keys' core.
+    pub elsewhere: Duration,
+}
+
+/// A blocked command's part of its statistics, for when it is served.
+pub struct Blocked {
+    pub spec: &'static CommandSpec,
+    pub usec: u64,
+    pub args: Option<Vec<Vec<u8>>>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            clock: Instant::now(),
+            spec: None,
+            routed: false,
+            error_counted: false,
+            blocked: None,
+            elsewhere: Duration::ZERO,
+        }
+    }
+}
+
+impl Tally {
+    /// Before the router looks at a command.
+    #[inline]
+    pub fn begin(&mut self) {
+        self.spec = None;
+        self.routed = false;
+        self.error_counted = false;
+    }
 }
 
 /// What must wait until every earlier reply of the batch is in.
@@ -88,6 +163,9 @@ pub enum Deferred {
     /// A command whose keys a coordinator unit holds: handled again after
     /// the next release.
     Locked,
+    /// A command CLIENT PAUSE holds back: handled again once the pause
+    /// ends (the connection shows flags=b meanwhile).
+    Paused,
 }
 
 /// Commands queued since MULTI, their arguments copied into one buffer.
@@ -137,11 +215,13 @@ impl Connection {
                 push: None,
                 subscriptions: Default::default(),
                 tracking: false,
+                reply: Default::default(),
             },
             core,
             now: 0,
             last_cmd: "NULL",
             cluster,
+            tally: Default::default(),
         }
     }
 

@@ -70,6 +70,15 @@ impl ClientStream {
         }
     }
 
+    /// `pending_output`, readable later from outside the connection's task.
+    pub fn output_probe(&self) -> Option<Box<dyn Fn() -> usize>> {
+        match self {
+            ClientStream::Reactor(_) => None,
+            ClientStream::Ring(s) => Some(Box::new(s.pending_probe())),
+            ClientStream::Tls(s) => s.get_ref().output_probe(),
+        }
+    }
+
     pub fn set_nodelay(&self, on: bool) -> std::io::Result<()> {
         self.with_socket(|s| s.set_tcp_nodelay(on))
     }

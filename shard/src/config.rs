@@ -6,6 +6,9 @@
 use crate::args::parse_memory;
 use crate::glob::glob_match;
 
+mod rewrite;
+pub use rewrite::rewrite;
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub port: u16,
@@ -52,6 +55,9 @@ pub struct Config {
     pub hll_sparse_max_bytes: u64,
     /// Elements (positive) or node bytes (-1..-5: 4..64 KB) per list node.
     pub list_max_listpack_size: i64,
+    /// Nodes left uncompressed at each end of a list made from now on; the
+    /// others are kept LZF-compressed (0: none).
+    pub list_compress_depth: i64,
     pub hash_max_listpack_entries: u64,
     pub hash_max_listpack_value: u64,
     pub set_max_intset_entries: u64,
@@ -133,6 +139,47 @@ pub struct Config {
     pub tls: TlsSettings,
     /// Prometheus text exposition on `GET /metrics` (0: off).
     pub metrics_port: u16,
+    /// The slow log (µs; negative: off) and its length.
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
+    /// The latency monitor's threshold in ms (0: off).
+    pub latency_monitor_threshold: u64,
+    /// Per-command latency histograms, and the percentiles INFO
+    /// latencystats shows.
+    pub latency_tracking: bool,
+    pub latency_tracking_info_percentiles: Vec<f64>,
+    /// Who may run DEBUG and MODULE LOAD/LOADEX/UNLOAD (Redis 7.0's
+    /// `enable-debug-command`, `enable-module-command`; default no).
+    pub enable_debug_command: Protected,
+    pub enable_module_command: Protected,
+}
+
+/// Redis's protected actions: allowed to nobody, to everyone, or to
+/// clients on the loopback interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protected {
+    No,
+    Yes,
+    Local,
+}
+
+impl Protected {
+    pub fn name(self) -> &'static str {
+        match self {
+            Protected::No => "no",
+            Protected::Yes => "yes",
+            Protected::Local => "local",
+        }
+    }
+
+    fn parse(values: &[&str]) -> Result<Protected, String> {
+        match one(values)?.to_ascii_lowercase().as_str() {
+            "no" => Ok(Protected::No),
+            "yes" => Ok(Protected::Yes),
+            "local" => Ok(Protected::Local),
+            _ => Err("argument(s) must be one of the following: no, yes, local".into()),
+        }
+    }
 }
 
 /// Redis's `tls-*` settings (names and defaults of Redis 7.0); files are
@@ -373,6 +420,7 @@ impl Default for Config {
             zset_max_listpack_value: 64,
             hll_sparse_max_bytes: 3000,
             list_max_listpack_size: -2,
+            list_compress_depth: 0,
             stream_node_max_bytes: 4096,
             stream_node_max_entries: 100,
             hash_max_listpack_entries: 512,
@@ -423,6 +471,13 @@ impl Default for Config {
             lfu_decay_time: 1,
             tls: TlsSettings::default(),
             metrics_port: 0,
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
+            latency_monitor_threshold: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
+            enable_debug_command: Protected::No,
+            enable_module_command: Protected::No,
         }
     }
 }
@@ -658,6 +713,9 @@ pub static PARAMS: &[Param] = &[
         int_in(v, i32::MIN as i64, i32::MAX as i64)?),
     param!("list-max-ziplist-size", true, |c| c.list_max_listpack_size.to_string(), |c, v| c.list_max_listpack_size =
         int_in(v, i32::MIN as i64, i32::MAX as i64)?),
+    // Redis 7.0 applies it to lists made after the change, not to existing ones.
+    param!("list-compress-depth", true, |c| c.list_compress_depth.to_string(), |c, v| c.list_compress_depth =
+        int_in(v, 0, i32::MAX as i64)?),
     param!("hash-max-listpack-entries", true, |c| c.hash_max_listpack_entries.to_string(), |c, v| c
         .hash_max_listpack_entries =
         int_in(v, 0, i64::MAX)? as u64),
@@ -807,7 +865,59 @@ pub static PARAMS: &[Param] = &[
     param!("tls-replication", true, |c| show_yes_no(c.tls.replication), |c, v| c.tls.replication = yes_no(v)?),
     param!("tls-cluster", false, |c| show_yes_no(c.tls.cluster), |c, v| c.tls.cluster = yes_no(v)?),
     param!("metrics-port", false, |c| c.metrics_port.to_string(), |c, v| c.metrics_port = int_in(v, 0, 65535)? as u16),
+    // The slow log and the latency monitor (shard/src/observe/).
+    param!("slowlog-log-slower-than", true, |c| c.slowlog_log_slower_than.to_string(), |c, v| c
+        .slowlog_log_slower_than =
+        int_in(v, -1, i64::MAX)?),
+    param!("slowlog-max-len", true, |c| c.slowlog_max_len.to_string(), |c, v| c.slowlog_max_len =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("latency-monitor-threshold", true, |c| c.latency_monitor_threshold.to_string(), |c, v| c
+        .latency_monitor_threshold =
+        int_in(v, 0, i64::MAX)? as u64),
+    param!("latency-tracking", true, |c| show_yes_no(c.latency_tracking), |c, v| c.latency_tracking = yes_no(v)?),
+    param!(
+        "latency-tracking-info-percentiles",
+        true,
+        |c| c.latency_tracking_info_percentiles.iter().map(|p| trim_double(*p)).collect::<Vec<_>>().join(" "),
+        |c, v| c.latency_tracking_info_percentiles = percentiles(v)?
+    ),
+    param!("enable-debug-command", false, |c| c.enable_debug_command.name().into(), |c, v| c.enable_debug_command =
+        Protected::parse(v)?),
+    param!("enable-module-command", false, |c| c.enable_module_command.name().into(), |c, v| c.enable_module_command =
+        Protected::parse(v)?),
 ];
+
+/// Redis's `%f` then trimDoubleString: "99.9", "50".
+pub fn trim_double(v: f64) -> String {
+    let s = format!("{v:.6}");
+    match s.contains('.') {
+        true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
+        false => s,
+    }
+}
+
+/// latency-tracking-info-percentiles: numbers in [0, 100], space separated
+/// (one empty value: none).
+fn percentiles(values: &[&str]) -> Result<Vec<f64>, String> {
+    if let [""] = values {
+        return Ok(Vec::new());
+    }
+    let words: Vec<&str> = values.iter().flat_map(|v| v.split_whitespace()).collect();
+    words
+        .iter()
+        .map(|w| {
+            let p: f64 = w
+                .parse()
+                .ok()
+                .filter(|p: &f64| !p.is_nan())
+                .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".to_string());
+            }
+            Ok(p)
+        })
+        .collect()
+}
 
 /// `host port`, or `no one` for none.
 fn replica_of(values: &[&str]) -> Result<Option<(String, u16)>, String> {
@@ -838,6 +948,22 @@ pub fn is_alias(name: &str) -> bool {
         || name == "lua-time-limit"
         || name.starts_with("slave")
         || name.starts_with("min-slaves")
+}
+
+/// The setting an alias stands for (`slave-read-only` ->
+/// `replica-read-only`); other names as they are.
+pub fn canonical(name: &str) -> String {
+    if !is_alias(name) {
+        return name.to_string();
+    }
+    let real = match name {
+        "lua-time-limit" => "busy-reply-threshold".to_string(),
+        _ => name.replace("ziplist", "listpack").replace("slaveof", "replicaof").replace("slave", "replica"),
+    };
+    match find_param(&real) {
+        Some(p) => p.name.to_string(),
+        None => name.to_string(),
+    }
 }
 
 pub fn find_param(name: &str) -> Option<&'static Param> {

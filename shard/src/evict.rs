@@ -252,13 +252,20 @@ impl Shard {
             let Some((db, key)) = self.pick_victim(now) else {
                 break Outcome::Fail;
             };
+            let threshold = self.config.latency_monitor_threshold;
+            let deleting = (threshold != 0).then(Instant::now);
             self.evict_key(db, &key, now);
+            if let Some(t) = deleting {
+                self.observe.latency.add_if_needed(threshold, "eviction-del", t.elapsed().as_millis() as u64);
+            }
             evicted += 1;
             if evicted.is_multiple_of(16) && limit.is_some_and(|l| started.elapsed() >= l) {
                 break Outcome::Running;
             }
         };
         let freed = start - memory::thread_used();
+        let threshold = self.config.latency_monitor_threshold;
+        self.observe.latency.add_if_needed(threshold, "eviction-cycle", started.elapsed().as_millis() as u64);
         self.eviction.debt = if outcome == Outcome::Ok { 0 } else { (self.eviction.debt - freed).max(0) };
         if evicted > 0 {
             self.log_expired_keys();

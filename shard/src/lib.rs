@@ -14,6 +14,7 @@ pub mod glob;
 pub mod memory;
 pub mod notify;
 pub mod numbers;
+pub mod observe;
 pub mod propagate;
 pub mod rdb;
 pub mod reply;

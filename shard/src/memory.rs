@@ -185,3 +185,37 @@ pub fn mark_startup() {
 pub fn startup() -> u64 {
     STARTUP.load(Relaxed)
 }
+
+/// What the binary's allocator tells about itself (MEMORY USAGE, STATS,
+/// MALLOC-STATS), installed once before the executors start.
+pub struct Allocator {
+    /// The usable size of a block asked for with `n` bytes (mimalloc's
+    /// `mi_good_size`: the size class it would come from).
+    pub good_size: fn(usize) -> usize,
+    /// The calling thread's statistics as the allocator prints them.
+    pub thread_stats: fn() -> String,
+    /// The whole process's statistics as the allocator prints them.
+    pub process_stats: fn() -> String,
+    /// Bytes the allocator has committed from the OS (its active pages).
+    pub committed: fn() -> u64,
+}
+
+static ALLOCATOR: std::sync::OnceLock<Allocator> = std::sync::OnceLock::new();
+
+pub fn set_allocator(allocator: Allocator) {
+    let _ = ALLOCATOR.set(allocator);
+}
+
+pub fn allocator() -> Option<&'static Allocator> {
+    ALLOCATOR.get()
+}
+
+/// The bytes a heap block of `n` requested bytes really takes (`n` itself
+/// when no allocator is installed, as in unit tests); 0 for no block.
+pub fn block_size(n: usize) -> usize {
+    match (n, ALLOCATOR.get()) {
+        (0, _) => 0,
+        (n, Some(a)) => (a.good_size)(n),
+        (n, None) => n,
+    }
+}

@@ -427,7 +427,14 @@ pub fn write_value(out: &mut Vec<u8>, key: &[u8], value: &Value, expire_at: Opti
             let bytes = value.string_bytes(&mut ints).unwrap_or_default();
             put_command(out, &[b"SET", key, bytes]);
         }
-        Value::List(l) => chunked(out, b"RPUSH", key, 1, l.len(), l.iter(), |out, item| put_item(out, item)),
+        Value::List(l) => {
+            let mut chunks = Chunks::new(b"RPUSH", key, 1, l.len());
+            l.walk(0, false, |item| {
+                chunks.next(out);
+                put_item(out, item);
+                true
+            });
+        }
         Value::Set(s) => chunked(out, b"SADD", key, 1, s.len(), s.iter(), |out, item| put_item(out, item)),
         Value::Hash(h) => chunked(out, b"HSET", key, 2, h.len(), h.iter(), |out, (f, v)| {
             put_item(out, f);
@@ -523,19 +530,38 @@ fn chunked<T>(
     items: impl Iterator<Item = T>,
     mut put: impl FnMut(&mut Vec<u8>, T),
 ) {
-    let mut left = len;
-    let mut in_cmd = 0;
+    let mut chunks = Chunks::new(cmd, key, width, len);
     for item in items {
-        if in_cmd == 0 {
-            let n = left.min(ITEMS_PER_CMD);
-            put_header(out, 2 + n * width);
-            put_bulk(out, cmd);
-            put_bulk(out, key);
-            in_cmd = n;
-        }
+        chunks.next(out);
         put(out, item);
-        in_cmd -= 1;
-        left -= 1;
+    }
+}
+
+/// [`chunked`]'s commands, for values walked with a callback: `next`
+/// before each of the `len` items writes a command's header when one is due.
+struct Chunks<'a> {
+    cmd: &'a [u8],
+    key: &'a [u8],
+    width: usize,
+    left: usize,
+    in_cmd: usize,
+}
+
+impl<'a> Chunks<'a> {
+    fn new(cmd: &'a [u8], key: &'a [u8], width: usize, len: usize) -> Self {
+        Chunks { cmd, key, width, left: len, in_cmd: 0 }
+    }
+
+    fn next(&mut self, out: &mut Vec<u8>) {
+        if self.in_cmd == 0 {
+            let n = self.left.min(ITEMS_PER_CMD);
+            put_header(out, 2 + n * self.width);
+            put_bulk(out, self.cmd);
+            put_bulk(out, self.key);
+            self.in_cmd = n;
+        }
+        self.in_cmd -= 1;
+        self.left -= 1;
     }
 }
 

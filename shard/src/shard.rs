@@ -45,6 +45,11 @@ pub struct Shard {
     /// The tracking client whose command runs now (set around each
     /// command by the proxy; 0 for a client without tracking).
     pub caller: crate::tracking::Caller,
+    /// Commands, errors, slow log and latency events of this core.
+    pub observe: crate::observe::Observe,
+    /// Keys whose time ran out are swept in the background (DEBUG
+    /// SET-ACTIVE-EXPIRE 0 leaves them until they are accessed).
+    pub active_expire_enabled: bool,
 }
 
 impl Shard {
@@ -68,6 +73,8 @@ impl Shard {
             outbox: Default::default(),
             tracking: None,
             caller: Default::default(),
+            observe: Default::default(),
+            active_expire_enabled: true,
         };
         shard.apply_config();
         shard
@@ -88,6 +95,11 @@ impl Shard {
     /// quarter of what it examined had expired, as Redis's cycle does.
     pub fn active_expire(&mut self, now: u64) -> usize {
         const BUDGET: usize = 2048;
+        let threshold = self.config.latency_monitor_threshold;
+        let started = (threshold != 0).then(std::time::Instant::now);
+        if !self.active_expire_enabled {
+            return 0;
+        }
         let mut total = 0;
         for db in &mut self.dbs {
             for _ in 0..8 {
@@ -101,6 +113,9 @@ impl Shard {
         if total > 0 {
             self.log_expired_keys();
             self.collect_db_notes();
+        }
+        if let Some(started) = started {
+            self.observe.latency.add_if_needed(threshold, "expire-cycle", started.elapsed().as_millis() as u64);
         }
         total
     }
@@ -127,6 +142,7 @@ impl Shard {
 
     pub fn reset_stats(&mut self) {
         self.stats = Stats::default();
+        self.observe.reset_stats();
         self.eviction.evicted_keys = 0;
         for db in &mut self.dbs {
             db.expired_keys = 0;

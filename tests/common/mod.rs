@@ -47,10 +47,21 @@ impl Server {
     }
 
     pub fn try_start_in(dir: Option<&std::path::Path>, args: &[&str]) -> Result<Server, String> {
+        Server::try_start_with_file(dir, None, args)
+    }
+
+    /// Starts corekv from a config file (the first argument, as
+    /// redis-server's), the test's options after it.
+    pub fn start_with_file(file: &str, args: &[&str]) -> Server {
+        Server::try_start_with_file(None, Some(file), args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn try_start_with_file(dir: Option<&std::path::Path>, file: Option<&str>, args: &[&str]) -> Result<Server, String> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_corekv"));
         if let Some(dir) = dir {
             cmd.current_dir(dir);
         }
+        cmd.args(file);
         cmd.args(["--port", "0", "--bind", "127.0.0.1"]);
         // No snapshots into the working directory unless a test asks (as
         // the differential tests' redis-server runs with --save "").

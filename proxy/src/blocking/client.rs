@@ -4,6 +4,7 @@
 
 use super::owner::attempt;
 use super::request::{BlockOp, BlockRequest};
+use crate::clients::{Unblock, UnblockHow};
 use crate::coordinator::dispatch::call;
 use crate::mesh::{Request, Response, Ticket};
 use crate::session::Connection;
@@ -11,6 +12,7 @@ use crate::stream::ClientStream;
 use futures_lite::io::AsyncRead;
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -80,6 +82,22 @@ enum Event {
     Ticket(usize, Response),
     Timeout,
     Read(std::io::Result<usize>),
+    Unblocked(UnblockHow),
+}
+
+/// CLIENT UNBLOCK ... ERROR's reply to the blocked client.
+const UNBLOCKED: &[u8] = b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n";
+
+/// The registry entry shows the wait (flags=b) and holds CLIENT UNBLOCK's
+/// door while it lasts.
+fn set_waiting(conn: &Connection, door: Option<Rc<Unblock>>) {
+    if let Some(c) = conn.core.clients.borrow_mut().list.get_mut(conn.state.registry_key) {
+        c.blocked = door.is_some();
+        if door.is_none() {
+            c.argv_mem = 0;
+        }
+        c.unblock = door;
+    }
 }
 
 /// Waits until the pop is served, times out or the client hangs up, reading
@@ -93,6 +111,8 @@ pub async fn wait(
     filled: &mut usize,
 ) -> bool {
     conn.core.blocked_here.set(conn.core.blocked_here.get() + 1);
+    let door = Rc::new(Unblock::default());
+    set_waiting(conn, Some(door.clone()));
     let mut timer = w.deadline.map(|d| Box::pin(glommio::timer::sleep(d.saturating_duration_since(Instant::now()))));
     let limit = conn.core.config().client_query_buffer_limit as usize;
     let outcome = loop {
@@ -110,6 +130,10 @@ pub async fn wait(
                     return Poll::Ready(Event::Ticket(i, r));
                 }
             }
+            if let Some(how) = door.how.get() {
+                return Poll::Ready(Event::Unblocked(how));
+            }
+            door.waker.set(Some(cx.waker().clone()));
             if let Some(timer) = timer.as_mut() {
                 if timer.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Event::Timeout);
@@ -124,7 +148,8 @@ pub async fn wait(
         match event {
             Event::Read(Ok(0)) | Event::Read(Err(_)) => break None,
             Event::Read(Ok(n)) => *filled += n,
-            Event::Timeout => break Some(w.timeout_reply.clone()),
+            Event::Timeout | Event::Unblocked(UnblockHow::Timeout) => break Some(w.timeout_reply.clone()),
+            Event::Unblocked(UnblockHow::Error) => break Some(UNBLOCKED.to_vec()),
             Event::Ticket(i, response) => {
                 w.waits.swap_remove(i);
                 match response {
@@ -142,9 +167,10 @@ pub async fn wait(
             }
         }
     };
-    // Withdraw what is still registered. After a timeout, a reply served in
-    // the meantime wins; after a hang-up it is lost, as with Redis.
-    let timed_out = outcome.as_ref() == Some(&w.timeout_reply);
+    // Withdraw what is still registered. After a timeout or CLIENT UNBLOCK,
+    // a reply served in the meantime wins; after a hang-up it is lost, as
+    // with Redis.
+    let timed_out = outcome.as_ref().is_some_and(|r| *r == w.timeout_reply || r == UNBLOCKED);
     let mut reply = outcome;
     for (shard, id, t) in std::mem::take(&mut w.waits) {
         if let Response::Served(served) = withdraw(conn, shard, id, t).await {
@@ -154,6 +180,8 @@ pub async fn wait(
         }
     }
     conn.core.blocked_here.set(conn.core.blocked_here.get() - 1);
+    conn.unblocked(reply.as_ref().is_some_and(|r| *r != w.timeout_reply));
+    set_waiting(conn, None);
     match reply {
         Some(bytes) => {
             conn.pipeline.local(|out| out.extend_from_slice(&bytes));

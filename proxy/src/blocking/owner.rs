@@ -212,6 +212,10 @@ impl Core {
             };
             let (db, key) = next;
             if self.locks.borrow().blocks(db, &key, None) {
+                let held = &mut self.blocked.borrow_mut().held;
+                if !held.contains(&(db, key.clone())) {
+                    held.push((db, key));
+                }
                 continue;
             }
             let queue: Vec<u64> = self

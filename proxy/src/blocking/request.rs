@@ -83,6 +83,9 @@ pub struct BlockRequest {
 pub struct Waiters {
     pub(crate) by_key: HashMap<(usize, Vec<u8>), VecDeque<u64>>,
     pub(crate) waiters: HashMap<u64, BlockRequest>,
+    /// Keys made ready while a coordinator unit held them (a script holding
+    /// every shard pushed to them): served when a unit lets go here.
+    pub(crate) held: Vec<(usize, Vec<u8>)>,
 }
 
 impl Waiters {

@@ -1,7 +1,8 @@
 //! PFCOUNT and PFMERGE over keys of several shards, as one coordinator
 //! unit: registers are merged on each owner ([`gather`]) and combined here;
 //! PFMERGE stores on the destination's owner ([`store_merged`]). One shard,
-//! and PFADD: shard/src/commands/hyperloglog.rs.
+//! and PFADD: shard/src/commands/hyperloglog.rs. PFSELFTEST runs here, on
+//! the connection's core (it blocks it, as it blocks Redis).
 
 use super::gather::{keys_by_shard, LOST as UNAVAILABLE};
 use super::reply::reply;
@@ -74,5 +75,17 @@ pub async fn pfmerge(conn: &mut Connection, args: Args<'_>) {
         Some(Ok(())) => reply(conn, |r| r.ok()),
         Some(Err(e)) => conn.error(e),
         None => conn.error(UNAVAILABLE),
+    }
+}
+
+/// PFSELFTEST: Redis's self test of the HLL code (`hll::selftest`), drawing
+/// from the C library's rand() as Redis does.
+pub fn pfselftest(conn: &mut Connection) {
+    let max_bytes = conn.core.config().hll_sparse_max_bytes as usize;
+    // SAFETY: rand() takes no arguments.
+    let rand = || unsafe { libc::rand() } as u64;
+    match shard::types::hll::selftest(|| rand() | rand() << 32, max_bytes) {
+        Ok(()) => reply(conn, |r| r.ok()),
+        Err(e) => conn.error(&e),
     }
 }

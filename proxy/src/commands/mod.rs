@@ -5,15 +5,20 @@
 
 pub mod acl;
 mod bitmap;
+pub mod client;
 mod cluster;
 mod connection;
+pub mod debug;
 mod gather;
 mod geo;
 mod hyperloglog;
 mod introspection;
 mod keys;
+mod latency;
 mod lcs;
 mod list;
+mod memory;
+mod module;
 pub mod monitor;
 mod persistence;
 pub mod pubsub;
@@ -22,7 +27,9 @@ pub mod reply;
 mod scripting;
 pub mod server;
 mod set;
+mod slowlog;
 mod sort;
+mod stats;
 mod stream;
 pub mod tracking;
 pub mod transactions;
@@ -51,9 +58,8 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "client|caching" => tracking::caching(conn, args),
         "client|getredir" => tracking::getredir(conn),
         "client|trackinginfo" => tracking::trackinginfo(conn),
-        "client|id" | "client|getname" | "client|setname" | "client|setinfo" | "client|info" | "client|help" => {
-            connection::client(conn, spec, args)
-        }
+        "client|id" | "client|getname" | "client|setname" | "client|info" | "client|help" | "client|reply"
+        | "client|no-evict" => client::run_now(conn, spec, args),
         "command"
         | "command|count"
         | "command|info"
@@ -63,6 +69,7 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         | "command|getkeysandflags"
         | "command|help" => introspection::command(conn, spec, args),
         "config|get" => server::config_get(conn, args),
+        "config|rewrite" => server::config_rewrite(conn),
         name if name.starts_with("acl|") => {
             if !acl::run_now(conn, spec, args) {
                 return Some(Deferred::Command(spec));
@@ -72,6 +79,8 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         "cluster|countkeysinslot" | "cluster|getkeysinslot" | "cluster|reload" => return Some(Deferred::Command(spec)),
         name if name.starts_with("cluster|") => cluster::run(conn, spec, args),
         "config|help" => server::config_help(conn),
+        "slowlog|help" => slowlog::slowlog_help(conn),
+        "latency|help" => latency::latency_help(conn),
         _ if scripting::is_script(spec) => return scripting::run_now(conn, spec, args),
         name if name.starts_with("script|") => return scripting::script_now(conn, spec, args),
         name if name.starts_with("function|") => return scripting::function_now(conn, spec, args),
@@ -90,6 +99,9 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
             None => return Some(Deferred::Command(spec)),
         },
         _ if pubsub::is_pubsub(spec) => return pubsub::run_now(conn, spec, args),
+        "memory|help" => memory::help(conn, args.get(0)),
+        name if name.starts_with("module|") => module::module(conn, spec, args),
+        "pfselftest" => hyperloglog::pfselftest(conn),
         _ => return Some(Deferred::Command(spec)),
     }
     None
@@ -202,6 +214,15 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "monitor" => monitor::monitor(conn).await,
         "config|set" => server::config_set(conn, args).await,
         "config|resetstat" => server::config_resetstat(conn).await,
+        "slowlog|get" => slowlog::get(conn, args).await,
+        "slowlog|len" => slowlog::len(conn).await,
+        "slowlog|reset" => slowlog::reset(conn).await,
+        "latency|latest" => latency::latest(conn).await,
+        "latency|history" => latency::history(conn, args).await,
+        "latency|reset" => latency::reset(conn, args).await,
+        "latency|graph" => latency::graph(conn, args).await,
+        "latency|doctor" => latency::doctor(conn).await,
+        "latency|histogram" => latency::histogram(conn, args).await,
         "shutdown" => server::shutdown(conn, args).await,
         "save" => persistence::save(conn).await,
         "bgsave" => persistence::bgsave(conn, args).await,
@@ -209,9 +230,12 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "wait" => replication::wait_command(conn, args).await,
         "role" => replication::role(conn).await,
         "replicaof" | "slaveof" => replication::replicaof(conn, args).await,
-        "client|list" => connection::client_list(conn, args).await,
+        "client|list" => client::list(conn, args).await,
         name if name.starts_with("acl|") => acl::run_deferred(conn, spec, args).await,
-        "client|kill" => connection::client_kill(conn, args).await,
+        "client|kill" => client::kill(conn, args).await,
+        "client|pause" => client::pause(conn, args).await,
+        "client|unpause" => client::unpause(conn).await,
+        "client|unblock" => client::unblock(conn, args).await,
         "scan" => keys::scan(conn, args).await,
         "cluster|countkeysinslot" | "cluster|getkeysinslot" => cluster::keys_in_slot(conn, spec, args).await,
         "cluster|reload" => cluster::reload(conn).await,
@@ -230,6 +254,11 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "bitop" => bitmap::bitop(conn, args).await,
         "pfcount" => hyperloglog::pfcount(conn, args).await,
         "pfmerge" => hyperloglog::pfmerge(conn, args).await,
+        "debug" => debug::debug(conn, args).await,
+        "memory|stats" => memory::stats(conn).await,
+        "memory|doctor" => memory::doctor(conn).await,
+        "memory|malloc-stats" => memory::malloc_stats(conn).await,
+        "memory|purge" => memory::purge(conn).await,
         "sinter" => set::op(conn, args, Op::Inter).await,
         "sunion" => set::op(conn, args, Op::Union).await,
         "sdiff" => set::op(conn, args, Op::Diff).await,

@@ -170,7 +170,7 @@ fn register(conn: &mut Connection, kind: Kind, args: &Args) -> (Vec<Vec<u8>>, Ve
             }
         }
         let count = if kind == Kind::Shard { state.subscriptions.shard_count() } else { state.subscriptions.count() };
-        conn.pipeline.local(|out| notice(out, resp3, head, Some(name), count));
+        conn.pipeline.push_local(|out| notice(out, resp3, head, Some(name), count));
     }
     (first, more)
 }
@@ -189,7 +189,7 @@ fn unsubscribe(conn: &mut Connection, kind: Kind, args: &Args) {
     let resp3 = conn.state.resp3;
     if names.is_empty() {
         let count = count_of(conn, kind);
-        conn.pipeline.local(|out| notice(out, resp3, head, None, count));
+        conn.pipeline.push_local(|out| notice(out, resp3, head, None, count));
     }
     let mut gone = Vec::new();
     for name in &names {
@@ -197,7 +197,7 @@ fn unsubscribe(conn: &mut Connection, kind: Kind, args: &Args) {
             gone.push(name.clone());
         }
         let count = count_of(conn, kind);
-        conn.pipeline.local(|out| notice(out, resp3, head, Some(name), count));
+        conn.pipeline.push_local(|out| notice(out, resp3, head, Some(name), count));
     }
     retract(&conn.core, kind, gone);
     sync_state(conn);

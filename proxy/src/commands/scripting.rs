@@ -9,6 +9,7 @@ use crate::acl::user::User;
 use crate::coordinator::dispatch;
 use crate::coordinator::{Footprint, Unit};
 use crate::core::Core;
+use crate::scripting::context::take_error_counted;
 use crate::scripting::cross::Reach;
 use crate::scripting::functions::RestorePolicy;
 use crate::scripting::{self, host::CoreHost, with_engine, RunOptions};
@@ -98,8 +99,16 @@ pub fn run_script(
     };
     let now = shard::unix_ms();
     let reach = Reach { whole, ..Reach::default() };
-    let mut host =
-        CoreHost { core, now, port_node: caller.port_node, reach, user: caller.user, tracking: caller.tracking, keys };
+    take_error_counted();
+    let mut host = CoreHost {
+        core,
+        now,
+        port_node: caller.port_node,
+        reach,
+        user: caller.user,
+        tracking: caller.tracking,
+        declared: keys,
+    };
     // What it writes on this shard reaches replicas as one MULTI/EXEC.
     group(core, true);
     let reply = with_engine(|engine| match kind {
@@ -124,9 +133,18 @@ fn group(core: &Core, open: bool) {
     }
 }
 
+/// What a script run on another core sends back: its reply, whether an
+/// error reply is counted already (`take_error_counted`), its run time.
+type RanElsewhere = (Option<Vec<u8>>, bool, std::time::Duration);
+
 /// Runs a job on another core (one hop).
-async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<Option<Vec<u8>>> {
-    dispatch::call(core, shard, move |c| run_job(c, &job, false)).await
+async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<RanElsewhere> {
+    dispatch::call(core, shard, move |c| {
+        let started = std::time::Instant::now();
+        let reply = run_job(c, &job, false);
+        (reply, take_error_counted(), started.elapsed())
+    })
+    .await
 }
 
 fn remember_wide(key: Vec<u8>) {
@@ -265,7 +283,10 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
         tracking: conn.pipeline.caller,
     };
     match run_script(&conn.core, kind, script, &keys, &rest, caller, whole) {
-        Some(out) => conn.pipeline.local(|o| o.extend_from_slice(&out)),
+        Some(out) => {
+            conn.tally.error_counted = take_error_counted();
+            conn.pipeline.local(|o| o.extend_from_slice(&out))
+        }
         // It reached another shard: again, holding every shard.
         None => return Some(Deferred::Command(spec)),
     }
@@ -288,9 +309,13 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
         // Its keys' shard, with no lock: unless it reaches another shard.
         let one = job.clone();
         match run_job_on(&conn.core, target, one).await {
-            Some(Some(reply)) => return conn.pipeline.local(|o| o.extend_from_slice(&reply)),
+            Some((Some(reply), counted, took)) => {
+                conn.tally.error_counted = counted;
+                conn.tally.elsewhere += took;
+                return conn.pipeline.local(|o| o.extend_from_slice(&reply));
+            }
             None => return conn.error("ERR the script's core is shutting down"),
-            Some(None) => {}
+            Some((None, _, took)) => conn.tally.elsewhere += took,
         }
     }
     // Keys on several shards, or keys it did not declare: it runs here as
@@ -303,6 +328,7 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
         conn.pipeline.unit = Some(u.id);
     }
     let reply = run_job(&conn.core, &job, true).unwrap_or_else(|| b"-ERR script could not reach its keys\r\n".to_vec());
+    conn.tally.error_counted = take_error_counted();
     conn.pipeline.local(|o| o.extend_from_slice(&reply));
     if let Some(u) = unit {
         conn.pipeline.unit = None;

@@ -10,7 +10,6 @@ use crate::tls;
 use shard::config::find_param;
 use shard::reply::errors::SYNTAX;
 use shard::Args;
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::rc::Rc;
 
@@ -56,6 +55,8 @@ pub struct CoreReport {
     pub pubsub: [usize; 3],
     /// CLIENT TRACKING: (clients here, keys, items, prefixes of this shard).
     pub tracking: (u64, u64, u64, u64),
+    /// Calls, errors (INFO commandstats, errorstats, stats).
+    pub observe: shard::observe::Counters,
 }
 
 fn thread_cpu() -> (f64, f64) {
@@ -95,13 +96,14 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         aof_buffer: shard.effects.as_ref().map_or(0, |e| e.buf.capacity() as u64),
         blocked: core.blocked_here.get(),
         max_input_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.qbuf + c.qbuf_free).max().unwrap_or(0),
-        max_output_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.omem).max().unwrap_or(0),
+        max_output_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.output_memory()).max().unwrap_or(0),
         aof: core.aof.enabled.get().then(|| core.aof.stats.borrow().clone()),
         dirty: shard.dirty,
         save_keys: shard.snapshot_progress(),
         scripts: crate::scripting::usage(),
         pubsub: core.pubsub.borrow().distinct_here(core.index),
         tracking: crate::tracking::report(core, &shard),
+        observe: shard.observe.counters(),
     }
 }
 
@@ -139,8 +141,19 @@ fn human(bytes: u64) -> String {
     }
 }
 
-const DEFAULT_SECTIONS: &[&str] =
-    &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "cluster", "keyspace", "shards"];
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "errorstats",
+    "cluster",
+    "keyspace",
+    "shards",
+];
 
 fn process_cpu() -> (f64, f64) {
     // SAFETY: getrusage fills the struct it is given.
@@ -158,8 +171,15 @@ pub struct ReplicationInfo {
     pub syncs: (u64, u64, u64),
 }
 
-pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &ReplicationInfo) -> String {
+pub fn render(
+    core: &Core,
+    reports: &[CoreReport],
+    sections: &[String],
+    repl: &ReplicationInfo,
+    histograms: &[(usize, shard::observe::hdr::Histogram)],
+) -> String {
     let p = &core.process;
+    let observed = shard::observe::Counters::merge(reports.iter().map(|r| &r.observe));
     let config = core.config();
     let want = |name: &str| sections.iter().any(|s| s == name);
     let sum = |f: fn(&CoreReport) -> u64| reports.iter().map(f).sum::<u64>();
@@ -235,9 +255,9 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
-                sum(|r| r.commands),
+                observed.calls(),
                 sum(|r| r.ops_per_sec),
                 sum(|r| r.net_in),
                 sum(|r| r.net_out),
@@ -256,6 +276,8 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
                 sum(|r| r.tracking.2),
                 // Every shard holds every BCAST prefix.
                 reports.iter().map(|r| r.tracking.3).max().unwrap_or(0),
+                observed.unexpected_error_replies,
+                observed.total_error_replies,
                 sum(|r| r.hops_sent),
                 sum(|r| r.remote_commands),
             ),
@@ -270,6 +292,15 @@ pub fn render(core: &Core, reports: &[CoreReport], sections: &[String], repl: &R
             "CPU",
             format!("used_cpu_sys:{sys:.6}\r\nused_cpu_user:{user:.6}\r\nused_cpu_sys_children:0.000000\r\nused_cpu_user_children:0.000000\r\n"),
         );
+    }
+    if want("commandstats") {
+        section("Commandstats", super::stats::commandstats(&observed));
+    }
+    if want("errorstats") {
+        section("Errorstats", super::stats::errorstats(&observed));
+    }
+    if want("latencystats") {
+        section("Latencystats", super::stats::latencystats(histograms, &config));
     }
     if want("cluster") {
         let enabled = core.cluster.borrow().enabled() as u8;
@@ -336,6 +367,7 @@ pub async fn info(conn: &mut Connection, args: Args<'_>) {
     }
     if sections.iter().any(|s| s == "all" || s == "everything") {
         sections.extend(DEFAULT_SECTIONS.iter().map(|s| s.to_string()));
+        sections.extend(["commandstats", "latencystats"].map(String::from));
     }
     let reports: Vec<CoreReport> = call_all(&conn.core, report).await.into_iter().flatten().collect();
     let repl = if sections.iter().any(|s| s == "replication" || s == "stats") {
@@ -346,20 +378,40 @@ pub async fn info(conn: &mut Connection, args: Args<'_>) {
     } else {
         ReplicationInfo { section: String::new(), syncs: (0, 0, 0) }
     };
-    let text = render(&conn.core, &reports, &sections, &repl);
+    let histograms = match sections.iter().any(|s| s == "latencystats") {
+        true => super::stats::histograms(&conn.core).await,
+        false => Vec::new(),
+    };
+    let text = render(&conn.core, &reports, &sections, &repl, &histograms);
     reply(conn, |r| r.verbatim(text.as_bytes()));
 }
 
+/// CONFIG GET pattern [pattern ...] (Redis 7.0's configGetCommand): a name
+/// without glob characters is looked up (aliases too) and answered under
+/// the name as given; a pattern matches every setting's name. Each
+/// setting once, by name.
 pub fn config_get(conn: &mut Connection, args: Args) {
-    let mut found: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut found: Vec<(String, String)> = Vec::new();
     {
         let config = conn.core.config();
+        let seen = |found: &[(String, String)], name: &str| found.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
         for pattern in args.iter().skip(2) {
+            if !pattern.iter().any(|c| b"[*?".contains(c)) {
+                let name = String::from_utf8_lossy(pattern).into_owned();
+                if let Some(value) = config.get(&name).filter(|_| !seen(&found, &name)) {
+                    found.push((name, value));
+                }
+                continue;
+            }
             for (name, value) in config.matching(pattern) {
-                found.insert(name, value);
+                if !seen(&found, name) {
+                    found.push((name.to_string(), value));
+                }
             }
         }
     }
+    // Redis answers in its dict's order; corekv in the names' order.
+    found.sort();
     reply(conn, |r| {
         r.map(found.len());
         for (name, value) in &found {
@@ -380,6 +432,8 @@ pub fn config_help(conn: &mut Connection) {
             "    Set the configuration <directive> to <value>.",
             "RESETSTAT",
             "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
             "HELP",
             "    Prints this help.",
         ],
@@ -448,10 +502,39 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
             return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Unable to update TLS configuration. Check server logs."));
         }
     }
-    let password = changes.iter().any(|(n, _)| n == "requirepass");
-    let acl_changed = password || changes.iter().any(|(n, _)| n == "acl-pubsub-default");
+    let old: Vec<(String, String)> = {
+        let config = conn.core.config();
+        changes.iter().map(|(n, _)| (n.clone(), config.get(n).unwrap_or_default())).collect()
+    };
     let aof_was = conn.core.aof.enabled.get();
     let aof_wanted = candidate.appendonly;
+    if !apply(conn, changes, tls_changed).await {
+        return conn.error("ERR CONFIG SET could not reach every shard");
+    }
+    // Applying (Redis's apply functions, after every value is set): if the
+    // AOF cannot be turned on, every setting goes back (restoreBackupConfig).
+    match (aof_was, aof_wanted) {
+        (false, true) => {
+            if let Err(e) = persistence::aof::turn_on(&conn.core).await {
+                log::warning(&format!("Redis needs to enable the AOF but can't: {e}"));
+                log::warning("Failed applying new configuration. Possibly related to new appendonly setting. Restoring previous settings.");
+                persistence::aof::turn_off(&conn.core).await;
+                apply(conn, old, tls_changed).await;
+                return conn.error("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.");
+            }
+        }
+        (true, false) => persistence::aof::turn_off(&conn.core).await,
+        _ => {}
+    }
+    reply(conn, |r| r.ok());
+}
+
+/// Sets `changes` on every core's copy and applies what depends on them
+/// (log level, TLS, ACL's default user, refused writes). False when a core
+/// could not be reached.
+async fn apply(conn: &mut Connection, changes: Vec<(String, String)>, tls_changed: bool) -> bool {
+    let password = changes.iter().any(|(n, _)| n == "requirepass");
+    let acl_changed = password || changes.iter().any(|(n, _)| n == "acl-pubsub-default");
     let applied = call_all(&conn.core, move |core| {
         let mut shard = core.shard.borrow_mut();
         for (name, value) in &changes {
@@ -473,24 +556,69 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     })
     .await;
     if applied.iter().any(Option::is_none) {
-        return conn.error("ERR CONFIG SET could not reach every shard");
+        return false;
     }
     if acl_changed {
         super::acl::config_changed(conn, password).await;
     }
     // `save` and `stop-writes-on-bgsave-error` decide whether writes are refused.
     persistence::refresh_deny_writes(&conn.core).await;
-    match (aof_was, aof_wanted) {
-        (false, true) => {
-            if let Err(e) = persistence::aof::turn_on(&conn.core).await {
-                log::warning(&format!("Redis needs to enable the AOF but can't: {e}"));
-                return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument 'appendonly') - {e}"));
-            }
-        }
-        (true, false) => persistence::aof::turn_off(&conn.core).await,
-        _ => {}
+    true
+}
+
+/// CONFIG REWRITE: the file corekv was started with, rewritten as Redis's
+/// rewriteConfig does (shard/src/config/rewrite.rs: comments and unknown
+/// lines kept, settings replaced in place, new ones appended), then put in
+/// its place through a temporary file.
+pub fn config_rewrite(conn: &mut Connection) {
+    let path = conn.core.process.config_file.clone();
+    if path.is_empty() {
+        return conn.error("ERR The server is running without a config file");
     }
-    reply(conn, |r| r.ok());
+    let users: Option<Vec<String>> = conn
+        .core
+        .config()
+        .aclfile
+        .is_empty()
+        .then(|| conn.core.acl.users().file_text().lines().map(String::from).collect());
+    let written = match std::fs::read_to_string(&path) {
+        Ok(old) => Ok(old),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(e) => Err(e),
+    }
+    .and_then(|old| write_over(&path, &shard::config::rewrite(&old, &conn.core.config(), users.as_deref())));
+    match written {
+        Ok(()) => {
+            log::warning("CONFIG REWRITE executed with success.");
+            reply(conn, |r| r.ok())
+        }
+        Err(e) => {
+            let reason = shard::config::os_reason(&e);
+            log::warning(&format!("CONFIG REWRITE failed: {reason}"));
+            conn.error(&format!("ERR Rewriting config file: {reason}"))
+        }
+    }
+}
+
+/// Redis's rewriteConfigOverwriteFile: a new file beside the old one,
+/// fsynced, mode 0644, renamed over it, the directory fsynced.
+fn write_over(path: &str, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let tmp = format!("{path}.{}-{}", std::process::id(), shard::unix_ms());
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        std::fs::rename(&tmp, path)?;
+        let dir = std::path::Path::new(path).parent().filter(|d| !d.as_os_str().is_empty());
+        std::fs::File::open(dir.unwrap_or(std::path::Path::new(".")))?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 pub async fn config_resetstat(conn: &mut Connection) {

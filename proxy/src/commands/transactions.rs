@@ -157,8 +157,9 @@ fn footprint(conn: &Connection, q: &Queued) -> Footprint {
                     db = n as usize;
                 }
             }
+            // DEBUG DIGEST, RELOAD, POPULATE hold every shard.
+            "scan" | "randomkey" | "debug" => f.whole = true,
             // Scripts may reach keys they do not declare.
-            "scan" | "randomkey" => f.whole = true,
             _ if super::scripting::is_script(spec) => f.whole = true,
             _ if matches!(spec.route, Route::AllShards(_)) => f.whole = true,
             _ => {}

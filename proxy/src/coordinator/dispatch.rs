@@ -70,7 +70,7 @@ where
         answer.1.notify_one();
         Box::new(())
     });
-    // The reply to this request (no ticket) is ignored on arrival.
+    // A request with no ticket gets no reply (see `serve`).
     let mut request = Request::Call(run);
     loop {
         match core.mesh.try_post(shard, request) {

@@ -5,7 +5,7 @@
 use super::locks::until;
 use super::unit::{locked_here, release_here, wait_for_release};
 use crate::core::Core;
-use crate::mesh::{Batch, BatchReply, Envelope, Request, Response};
+use crate::mesh::{Batch, BatchReply, Envelope, Request, Response, NO_TICKET};
 use crate::persistence::aof::durable::durable;
 use glommio::channels::channel_mesh::Receivers;
 use std::rc::Rc;
@@ -62,6 +62,14 @@ pub fn serve(
                     Request::Call(f) => {
                         let r = Response::Call(f(&core));
                         core.serve_ready();
+                        if env.ticket == NO_TICKET {
+                            // Nobody awaits it: no reply. The sender may be
+                            // blocked in `call_blocking` (a script holding
+                            // every shard), not draining its replies: more
+                            // than a channel's worth of them would stop this
+                            // loop, and the script's next call with it.
+                            continue;
+                        }
                         r
                     }
                     Request::Task(f) => {

@@ -149,12 +149,17 @@ pub fn locked_here(core: &Core, id: UnitId, keys: &[DbKey], whole: bool) {
 }
 
 /// Lets go of `id`'s locks on this core; clients blocked on those keys get
-/// their chance now (a push inside the unit did not serve them).
+/// their chance now (a push inside the unit did not serve them), and on
+/// any key pushed to while a unit held it (a whole shard's keys).
 pub fn release_here(core: &Rc<Core>, id: UnitId, touch: bool, shards: u16) {
     let keys = core.locks.borrow_mut().release(id);
+    let held = std::mem::take(&mut core.blocked.borrow_mut().held);
     let mut shard = core.shard.borrow_mut();
     if let Some(feed) = shard.repl_feed() {
         feed.release(id, shards);
+    }
+    for (db, key) in &held {
+        shard.signal_ready(*db, key);
     }
     for (db, key) in &keys {
         shard.signal_ready(*db as usize, key);

@@ -74,6 +74,19 @@ pub fn load(core: &Core, dump: &Dump) -> Result<(), String> {
 /// `load`, keeping keys already expired when `drop_expired` is false (a
 /// replica loading its primary's RDB: the primary's DELs remove them).
 pub fn load_keys(core: &Core, dump: &Dump, drop_expired: bool) -> Result<(), String> {
+    load_with(core, dump, drop_expired, true)
+}
+
+/// DEBUG RELOAD's load into a running shard: a key already here is
+/// replaced with `merge` (Redis's RDBFLAGS_ALLOW_DUP), else the load stops
+/// with Redis's "duplicated key" line (where Redis stops the process).
+/// Expired keys are dropped unless `keep_expired` (a replica: its
+/// primary's DELs remove them, as Redis's rdbLoad keeps them there).
+pub fn reload(core: &Core, dump: &Dump, merge: bool, keep_expired: bool) -> Result<(), String> {
+    load_with(core, dump, !keep_expired, merge)
+}
+
+fn load_with(core: &Core, dump: &Dump, drop_expired: bool, replace: bool) -> Result<(), String> {
     let data = dump.bytes();
     let started = Instant::now();
     let mut next_report = started + Duration::from_secs(1);
@@ -119,6 +132,12 @@ pub fn load_keys(core: &Core, dump: &Dump, drop_expired: bool) -> Result<(), Str
                 if drop_expired && expire_at_ms.is_some_and(|at| at <= now) {
                     expired += 1;
                     continue;
+                }
+                if !replace && shard.dbs[db].has_entry(&key) {
+                    return Err(format!(
+                        "RDB has duplicated key '{}' in DB {db}: Duplicated key found in RDB file",
+                        String::from_utf8_lossy(&key)
+                    ));
                 }
                 let ttl = expire_at_ms.map_or(Ttl::Clear, Ttl::At);
                 shard.dbs[db].set(&key, value, ttl, now).restore_access(now, lfu, idle, freq);

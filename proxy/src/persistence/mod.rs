@@ -68,7 +68,7 @@ pub async fn save(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
 async fn save_here(core: &Rc<Core>, background: bool) -> Result<(), SaveError> {
     core.process.save_status.lock(false)?;
     let started = begin(core, background);
-    let result = match take_cut(core, None).await {
+    let result = match take_cut(core, None, false).await {
         Ok(cut) => finish(core, cut).await,
         Err(e) => Err(e),
     };
@@ -84,7 +84,7 @@ pub async fn save_for_replicas(core: &Rc<Core>, file_name: String) -> Result<u64
     detached(async move {
         core.process.save_status.lock(false)?;
         log::notice("Starting BGSAVE for SYNC with target: disk");
-        let result = match take_cut(&core, Some(file_name)).await {
+        let result = match take_cut(&core, Some(file_name), false).await {
             Ok(cut) => {
                 let seq = cut.seq;
                 finish(&core, cut).await.map(|()| seq)
@@ -108,7 +108,7 @@ pub async fn bgsave(core: &Rc<Core>) -> Result<(), SaveError> {
 async fn bgsave_here(core: &Rc<Core>) -> Result<(), SaveError> {
     core.process.save_status.lock(false)?;
     let started = begin(core, true);
-    match take_cut(core, None).await {
+    match take_cut(core, None, false).await {
         Ok(cut) => {
             let core = core.clone();
             glommio::spawn_local(async move {
@@ -133,7 +133,7 @@ pub fn bgsave_after_unit(core: &Rc<Core>) -> Result<(), SaveError> {
     let core = core.clone();
     glommio::spawn_local(async move {
         let started = begin(&core, true);
-        let result = match take_cut(&core, None).await {
+        let result = match take_cut(&core, None, false).await {
             Ok(cut) => finish(&core, cut).await,
             Err(e) => Err(e),
         };
@@ -141,6 +141,23 @@ pub fn bgsave_after_unit(core: &Rc<Core>) -> Result<(), SaveError> {
     })
     .detach();
     Ok(())
+}
+
+/// SAVE for a caller that holds every shard whole already (DEBUG RELOAD,
+/// which must load what it saved before anything else runs): the cut is
+/// taken under the caller's unit instead of one of its own.
+pub async fn save_holding_all(core: &Rc<Core>) -> Result<(), SaveError> {
+    let core = core.clone();
+    detached(async move {
+        core.process.save_status.lock(false)?;
+        let started = begin(&core, false);
+        let result = match take_cut(&core, None, true).await {
+            Ok(cut) => finish(&core, cut).await,
+            Err(e) => Err(e),
+        };
+        end(&core, false, started, result).await
+    })
+    .await
 }
 
 /// Marks a save started (the lock held); returns the start time.
@@ -194,8 +211,9 @@ struct Cut {
     checksum: bool,
 }
 
-/// Takes the cut on every shard and starts each shard's part writer.
-async fn take_cut(core: &Rc<Core>, file_name: Option<String>) -> Result<Cut, String> {
+/// Takes the cut on every shard and starts each shard's part writer
+/// (`held`: the caller holds every shard whole).
+async fn take_cut(core: &Rc<Core>, file_name: Option<String>, held: bool) -> Result<Cut, String> {
     let (dir, file_name, compress, checksum) = {
         let c = core.config();
         (PathBuf::from(&c.dir), file_name.unwrap_or_else(|| c.dbfilename.clone()), c.rdbcompression, c.rdbchecksum)
@@ -232,7 +250,7 @@ async fn take_cut(core: &Rc<Core>, file_name: Option<String>) -> Result<Cut, Str
         true
     };
     let cut = Cut { seq, dir, file_name, checksum };
-    if cut_everywhere(core, &barrier, on_each).await {
+    if cut_everywhere(core, &barrier, on_each, held).await {
         Ok(cut)
     } else {
         abort(core, &cut.dir).await;
@@ -270,14 +288,18 @@ async fn abort(core: &Rc<Core>, dir: &Path) {
 /// Runs `take_cut` on every core, this one last (see `cut.rs`): the others
 /// block at the barrier while this core keeps its reactor running until
 /// they all have arrived. True when every shard took the cut.
-async fn cut_everywhere<F>(core: &Rc<Core>, barrier: &CutBarrier, take_cut: F) -> bool
+async fn cut_everywhere<F>(core: &Rc<Core>, barrier: &CutBarrier, take_cut: F, held: bool) -> bool
 where
     F: Fn(&Rc<Core>) -> bool + Send + Clone + 'static,
 {
     // No coordinator unit may straddle the cut: hold every shard whole
-    // (waiting for running units to finish) while it is taken.
+    // (waiting for running units to finish) while it is taken, unless the
+    // caller does.
     let whole = crate::coordinator::Footprint { keys: Vec::new(), whole: true };
-    let unit = crate::coordinator::Unit::acquire(core, &whole).await;
+    let unit = match held {
+        true => None,
+        false => Some(crate::coordinator::Unit::acquire(core, &whole).await),
+    };
     let mut tickets = Vec::new();
     for shard in (0..core.count).filter(|&s| s != core.index) {
         let f = take_cut.clone();
@@ -296,7 +318,9 @@ where
     for ticket in tickets {
         all &= matches!(ticket.await, Response::Call(any) if any.downcast_ref::<bool>() == Some(&true));
     }
-    unit.release().await;
+    if let Some(unit) = unit {
+        unit.release().await;
+    }
     all
 }
 

@@ -35,7 +35,7 @@ pub async fn ensure_started(core: &Rc<Core>) {
             Some((old, offset)) => (old, offset, offset as i64 + 1),
             None => ("0".repeat(40), 0, -1),
         };
-        let replid = c.repl.replid.get_or_init(random_id).clone();
+        let replid = c.repl.replid.borrow_mut().get_or_insert_with(random_id).clone();
         *primary = Some(Primary::new(c.count, replid, replid2, offset, second));
         true
     })

@@ -60,7 +60,7 @@ pub async fn section(core: &Rc<Core>) -> String {
         let Some(p) = primary.as_ref() else {
             // A replica shows its primary's id and the offset it applied.
             let (replid, offset) = super::replica::master_replid_offset(c)
-                .unwrap_or_else(|| (c.repl.replid.get_or_init(crate::core::random_id).clone(), 0));
+                .unwrap_or_else(|| (c.repl.replid.borrow_mut().get_or_insert_with(crate::core::random_id).clone(), 0));
             return format!(
                 "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
                 "0".repeat(40)

@@ -2,7 +2,7 @@
 
 use super::primary::Primary;
 use super::replica::state::ReplicaState;
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 
 #[derive(Default)]
 pub struct ReplState {
@@ -21,7 +21,7 @@ pub struct ReplState {
     pub compress: Cell<bool>,
     /// This process as a replica (the link to its primary).
     pub replica: ReplicaState,
-    /// Core 0: the replication id, made once (INFO shows it before any
-    /// replica, as Redis's).
-    pub replid: OnceCell<String>,
+    /// Core 0: the replication id, made on first use (INFO shows it before
+    /// any replica, as Redis's); DEBUG CHANGE-REPL-ID makes a new one.
+    pub replid: RefCell<Option<String>>,
 }

@@ -37,6 +37,16 @@ impl RingStream {
         Poll::Pending
     }
 
+    /// Reads `pending_output` later, from outside the connection's task
+    /// (CLIENT LIST); 0 once the connection is gone.
+    pub fn pending_probe(&self) -> impl Fn() -> usize + 'static {
+        let (ring, key) = (self.ring.clone(), self.key);
+        move || {
+            let st = ring.state.try_borrow();
+            st.ok().and_then(|st| st.conns.get(key).map(|c| c.queued.len() + c.sending.len() - c.sent)).unwrap_or(0)
+        }
+    }
+
     /// Reply bytes queued or being sent.
     pub fn pending_output(&self) -> usize {
         let st = self.ring.state.borrow();

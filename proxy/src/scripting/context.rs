@@ -61,6 +61,23 @@ pub struct ScriptStatus {
     pub kill: AtomicBool,
 }
 
+thread_local! {
+    /// The last script's error reply was raised by a command it called
+    /// (counted in the error stats already, as Redis's
+    /// `ignore_error_stats_update`).
+    static ERROR_COUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+pub fn note_error_counted() {
+    ERROR_COUNTED.with(|c| c.set(true));
+}
+
+/// Whether the script that just ran replied an error counted already;
+/// clears the note.
+pub fn take_error_counted() -> bool {
+    ERROR_COUNTED.with(|c| c.replace(false))
+}
+
 /// Scripts past `busy-reply-threshold` on all cores: while any is, every
 /// core refuses what Redis refuses during a busy script (one relaxed load
 /// per command otherwise).

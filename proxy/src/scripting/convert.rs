@@ -339,6 +339,9 @@ unsafe fn write_table(l: *mut lua_State, p: &ReplyProtocols, out: &mut Vec<u8>) 
     if raw_field(l, c"err") == TSTRING {
         pop(l, 1);
         let info = error_info(l);
+        if info.counted {
+            super::context::note_error_counted();
+        }
         out.push(b'-');
         out.extend_from_slice(&map_crlf(&info.msg));
         out.extend_from_slice(b"\r\n");
@@ -484,6 +487,8 @@ pub struct ErrorInfo {
     pub msg: Vec<u8>,
     pub source: Option<Vec<u8>>,
     pub line: Option<Vec<u8>>,
+    /// Raised by a command the script called: already in the error stats.
+    pub counted: bool,
 }
 
 /// Reads the error value on top of the stack (left there).
@@ -491,7 +496,7 @@ pub unsafe fn error_info(l: *mut lua_State) -> ErrorInfo {
     if lua_type(l, -1) == TSTRING || lua_type(l, -1) == TNUMBER {
         let mut msg = b"ERR ".to_vec();
         msg.extend_from_slice(to_bytes(l, -1).unwrap_or_default());
-        return ErrorInfo { msg, source: None, line: None };
+        return ErrorInfo { msg, source: None, line: None, counted: false };
     }
     let field = |name: &std::ffi::CStr| {
         lua_getfield(l, -1, name.as_ptr());
@@ -499,5 +504,8 @@ pub unsafe fn error_info(l: *mut lua_State) -> ErrorInfo {
         pop(l, 1);
         v
     };
-    ErrorInfo { msg: field(c"err").unwrap_or_default(), source: field(c"source"), line: field(c"line") }
+    lua_getfield(l, -1, c"ignore_error_stats_update".as_ptr());
+    let counted = lua_type(l, -1) == TBOOLEAN && lua_toboolean(l, -1) != 0;
+    pop(l, 1);
+    ErrorInfo { msg: field(c"err").unwrap_or_default(), source: field(c"source"), line: field(c"line"), counted }
 }

@@ -8,8 +8,10 @@ use crate::coordinator::dispatch::call_blocking;
 use crate::core::Core;
 use crate::slot::key_slot;
 use shard::commands::{flags, Route};
+use shard::observe::slowlog::Entry;
 use shard::reply::errors::{DB_INDEX, NOT_INTEGER};
 use shard::Args;
+use std::time::Instant;
 
 pub struct CoreHost<'a> {
     pub core: &'a Core,
@@ -26,8 +28,8 @@ pub struct CoreHost<'a> {
     /// script's declared keys for it, as Redis 7.0 does (the keys of the
     /// EVAL, not of the command).
     pub tracking: shard::tracking::Caller,
-    /// The script's declared keys.
-    pub keys: &'a [&'a [u8]],
+    /// The keys the script declared (KEYS).
+    pub declared: &'a [&'a [u8]],
 }
 
 fn error_reply(msg: &str) -> Vec<u8> {
@@ -94,7 +96,7 @@ impl CoreHost<'_> {
     /// holds every shard, where it may call into them).
     fn remember_keys(&self) {
         let who = self.tracking.id();
-        for &key in self.keys {
+        for &key in self.declared {
             let owner = self.core.shard_of(key);
             if owner == self.core.index {
                 self.core.shard.borrow_mut().remember_read(key, who);
@@ -115,6 +117,20 @@ impl CoreHost<'_> {
         format!(":{n}\r\n").into_bytes()
     }
 
+    /// A key of this command the script did not declare, in a slot none of
+    /// its declared keys is in: the script builds key names, so it may
+    /// reach any shard (BullMQ's extendLocks reads, then writes, job locks
+    /// named from its arguments). Only asked while it runs on one shard.
+    fn reaches_beyond(&self, spec: &shard::CommandSpec, args: &Args) -> bool {
+        spec.key_indexes(args).any(|i| {
+            let key = args.get(i);
+            !self.declared.contains(&key) && {
+                let slot = key_slot(key);
+                !self.declared.iter().any(|d| key_slot(d) == slot)
+            }
+        })
+    }
+
     /// SELECT inside a script changes the script's database.
     fn select(&self, args: &Args, call: &mut CallState) -> Vec<u8> {
         let db = shard::args::parse_i64(args.get(1)).filter(|n| (i32::MIN as i64..=i32::MAX as i64).contains(n));
@@ -131,7 +147,46 @@ impl CoreHost<'_> {
 }
 
 impl Host for CoreHost<'_> {
+    /// A command the script called, counted here as Redis's scriptCall and
+    /// call() count the script client's commands (slow log client "?:0").
     fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String> {
+        let started = Instant::now();
+        let mut spec = None;
+        let result = self.checked_call(argv, call, &mut spec);
+        let mut shard = self.core.shard.borrow_mut();
+        let s = &mut *shard;
+        match (&result, spec) {
+            (Err(msg), _) if msg == super::cross::RERUN => {}
+            (Err(msg), spec) => {
+                let wire =
+                    if msg.starts_with('-') { msg.as_bytes().to_vec() } else { [b"-ERR ", msg.as_bytes()].concat() };
+                s.observe.rejected(spec, &wire);
+            }
+            (Ok(reply), Some(spec)) => {
+                let end = Instant::now();
+                let usec = end.duration_since(started).as_micros() as u64;
+                if s.observe.ran(&s.config, spec, usec, reply, false, false) {
+                    let (buf, ranges) = super::context::flatten(argv);
+                    let args = Args::new(&buf, &ranges);
+                    let redacted = crate::monitor::redacted_args(spec, &args);
+                    let mut entry = Entry::new(args.len(), args.iter(), &redacted, usec, end);
+                    entry.peer = "?:0".into();
+                    s.observe.log_slow(&s.config, self.core.index, self.core.count, entry);
+                }
+            }
+            (Ok(_), None) => {}
+        }
+        result
+    }
+}
+
+impl CoreHost<'_> {
+    fn checked_call(
+        &mut self,
+        argv: &[&[u8]],
+        call: &mut CallState,
+        resolved: &mut Option<&'static shard::CommandSpec>,
+    ) -> Result<Vec<u8>, String> {
         if self.reach.wants_whole {
             return Err(super::cross::RERUN.into());
         }
@@ -146,6 +201,7 @@ impl Host for CoreHost<'_> {
                 None => return Err("Unknown Redis command called from script".into()),
             }
         }
+        *resolved = Some(spec);
         if !spec.arity_ok(argv.len()) {
             return Err("Wrong number of args calling Redis command from script".into());
         }
@@ -162,6 +218,17 @@ impl Host for CoreHost<'_> {
         }
         if call.deny_oom && !call.write_dirty && spec.has_flag(flags::DENYOOM) {
             return Err(format!("-{}", shard::reply::errors::OOM));
+        }
+        // Before it has written, a script that names keys beyond its
+        // declared ones runs again holding every shard, even when this key
+        // is here: its next one may not be, and after a write it could no
+        // longer start again. Either way it is remembered as reaching out.
+        if !self.reach.whole && self.core.count > 1 && self.reaches_beyond(spec, &args) {
+            self.reach.reached_out = true;
+            if !call.write_dirty {
+                self.reach.wants_whole = true;
+                return Err(super::cross::RERUN.into());
+            }
         }
         if spec.has_flag(flags::WRITE) {
             call.write_dirty = true;

@@ -80,6 +80,9 @@ pub unsafe fn run_function(
             error_line(&format!("ERR Error running script {}, {} ", ctx.funcname, msg), out);
         } else {
             let info = convert::error_info(l);
+            if info.counted {
+                super::context::note_error_counted();
+            }
             let mut line = info.msg;
             if let (Some(source), Some(number)) = (info.source, info.line) {
                 line.extend_from_slice(format!(" script: {}, on ", ctx.funcname).as_bytes());

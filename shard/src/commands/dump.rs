@@ -11,8 +11,9 @@ use crate::reply::errors::*;
 use crate::shard::Shard;
 
 pub fn dump(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    let opts = rdb::SaveOptions { compress: s.config.rdbcompression };
     match s.dbs[ctx.db].get(args.get(1), ctx.now) {
-        Some(entry) => ctx.reply.bulk(&rdb::dump_payload(&entry.value)),
+        Some(entry) => ctx.reply.bulk(&rdb::dump_payload_with(&entry.value, &opts)),
         None => ctx.reply.null(),
     }
 }
@@ -99,4 +100,7 @@ pub fn restore(s: &mut Shard, ctx: &mut Ctx, args: Args) {
 pub static COMMANDS: &[CommandSpec] = &[
     cmd!("dump", 2, READONLY, KEY1, Keyed, Some(dump)),
     cmd!("restore", -4, WRITE | DENYOOM, KEY1, Keyed, Some(restore)),
+    // RESTORE as a cluster migration sends it (Redis's ASKING flag: corekv
+    // moves no slots, so it is RESTORE itself).
+    cmd!("restore-asking", -4, WRITE | DENYOOM, KEY1, Keyed, Some(restore)),
 ];

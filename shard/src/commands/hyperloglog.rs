@@ -1,4 +1,5 @@
-//! HyperLogLog commands: PFADD PFCOUNT PFMERGE. HLLs are plain strings
+//! HyperLogLog commands: PFADD PFCOUNT PFMERGE, and Redis's debugging pair
+//! PFDEBUG (here) and PFSELFTEST (run by the proxy: `hll::selftest`). HLLs are plain strings
 //! (TYPE string, encoding raw) in Redis's representation (types/hll.rs).
 //! proxy/src/commands/hyperloglog.rs runs multi-key PFCOUNT/PFMERGE over
 //! several shards with [`gather`] on each owner and [`store_merged`] on the
@@ -171,8 +172,46 @@ pub fn pfmerge(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
 }
 
+/// PFDEBUG GETREG|DECODE|ENCODING|TODENSE key: the key is looked up and
+/// checked before the subcommand, as Redis does (pfdebugCommand).
+pub fn pfdebug(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    let Some(e) = s.dbs[ctx.db].get(args.get(2), ctx.now) else {
+        return ctx.reply.error("ERR The specified key does not exist");
+    };
+    let hll = match hll_mut(&mut e.value) {
+        Ok(v) => v,
+        Err(err) => return ctx.reply.error(err),
+    };
+    let sub = args.get(1);
+    if sub.eq_ignore_ascii_case(b"getreg") {
+        if hll::to_dense(hll).is_err() {
+            return ctx.reply.error(hll::CORRUPT);
+        }
+        let regs = hll::dense_registers(hll);
+        ctx.reply.array(regs.len());
+        regs.iter().for_each(|&r| ctx.reply.int(r as i64));
+    } else if sub.eq_ignore_ascii_case(b"decode") {
+        if hll::is_dense(hll) {
+            return ctx.reply.error("ERR HLL encoding is not sparse");
+        }
+        ctx.reply.bulk(hll::decode_sparse(hll).as_bytes());
+    } else if sub.eq_ignore_ascii_case(b"encoding") {
+        ctx.reply.simple(if hll::is_dense(hll) { "dense" } else { "sparse" });
+    } else if sub.eq_ignore_ascii_case(b"todense") {
+        let converted = !hll::is_dense(hll);
+        if hll::to_dense(hll).is_err() {
+            return ctx.reply.error(hll::CORRUPT);
+        }
+        ctx.reply.int(converted as i64);
+    } else {
+        ctx.reply.error(&format!("ERR Unknown PFDEBUG subcommand '{}'", String::from_utf8_lossy(sub)));
+    }
+}
+
 /// The HyperLogLog commands (multi-key forms across shards run in the proxy).
 pub static COMMANDS: &[CommandSpec] = &[
+    cmd!("pfdebug", 3, WRITE | DENYOOM | ADMIN, (2, 2, 1), Keyed, Some(pfdebug)),
+    cmd!("pfselftest", 1, ADMIN, NOKEYS, Proxy, None),
     cmd!("pfadd", -2, WRITE | DENYOOM | FAST, KEY1, Keyed, Some(pfadd)),
     cmd!("pfcount", -2, READONLY, ALLKEYS, Keyed, Some(pfcount)),
     cmd!("pfmerge", -2, WRITE | DENYOOM, ALLKEYS, Keyed, Some(pfmerge)),

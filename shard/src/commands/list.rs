@@ -57,12 +57,16 @@ fn push(
     only_if_exists: bool,
 ) -> Option<usize> {
     let fill = fill(s);
+    let depth = s.config.list_compress_depth;
     let list = match lookup(s, ctx, key) {
         Err(()) => return None,
         Ok(Some(l)) => l,
         Ok(None) if only_if_exists => return Some(0),
         Ok(None) => {
-            let entry = s.dbs[ctx.db].set(key, Value::List(Box::default()), Ttl::Clear, ctx.now);
+            // The depth is the list's own from now on, as Redis sets it
+            // when the quicklist is made (quicklistSetOptions).
+            let list = List::with_depth(depth);
+            let entry = s.dbs[ctx.db].set(key, Value::List(Box::new(list)), Ttl::Clear, ctx.now);
             match &mut entry.value {
                 Value::List(l) => l,
                 _ => return None,
@@ -183,13 +187,6 @@ fn normalize_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
     Some((start as usize, end.min(len - 1) as usize))
 }
 
-fn write_items<'a>(reply: &mut Reply, items: impl Iterator<Item = crate::types::pack::Item<'a>>) {
-    let mut scratch = itoa::Buffer::new();
-    for item in items {
-        reply.bulk(item.bytes(&mut scratch));
-    }
-}
-
 pub fn lrange(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let (Some(start), Some(end)) = (parse_i64(args.get(2)), parse_i64(args.get(3))) else {
         return ctx.reply.error(NOT_INTEGER);
@@ -199,7 +196,12 @@ pub fn lrange(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         None => ctx.reply.array(0),
         Some((l, (a, b))) => {
             ctx.reply.array(b - a + 1);
-            write_items(&mut ctx.reply, l.range(a, b));
+            let (mut left, mut scratch) = (b - a + 1, itoa::Buffer::new());
+            l.walk(a, false, |item| {
+                ctx.reply.bulk(item.bytes(&mut scratch));
+                left -= 1;
+                left > 0
+            });
         }
     }
 }
@@ -219,9 +221,11 @@ pub fn lindex(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let Some(i) = parse_i64(args.get(2)) else {
         return ctx.reply.error(NOT_INTEGER);
     };
-    match index_of(i, list.len()).and_then(|i| list.get(i)) {
-        Some(item) => ctx.reply.bulk(item.bytes(&mut itoa::Buffer::new())),
-        None => ctx.reply.null(),
+    let reply = &mut ctx.reply;
+    let found =
+        index_of(i, list.len()).and_then(|i| list.get(i, |item| reply.bulk(item.bytes(&mut itoa::Buffer::new()))));
+    if found.is_none() {
+        ctx.reply.null();
     }
 }
 
@@ -270,13 +274,12 @@ pub fn lrem(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let Some(count) = parse_i64(args.get(2)) else {
         return ctx.reply.error(NOT_INTEGER);
     };
-    let fill = fill(s);
     let list = match lookup(s, ctx, args.get(1)) {
         Err(()) => return,
         Ok(None) => return ctx.reply.int(0),
         Ok(Some(l)) => l,
     };
-    let removed = list.remove(count, args.get(3), fill);
+    let removed = list.remove(count, args.get(3));
     if removed > 0 {
         s.notify(notify::LIST, "lrem", ctx.db, args.get(1));
         drop_if_empty(s, ctx, args.get(1));
@@ -288,7 +291,6 @@ pub fn ltrim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let (Some(start), Some(end)) = (parse_i64(args.get(2)), parse_i64(args.get(3))) else {
         return ctx.reply.error(NOT_INTEGER);
     };
-    let fill = fill(s);
     let list = match lookup(s, ctx, args.get(1)) {
         Err(()) => return,
         Ok(None) => return ctx.reply.ok(),
@@ -296,7 +298,7 @@ pub fn ltrim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     let keep = normalize_range(start, end, list.len());
     if keep != Some((0, list.len().saturating_sub(1))) {
-        list.trim(keep, fill);
+        list.trim(keep);
     }
     s.notify(notify::LIST, "ltrim", ctx.db, args.get(1));
     drop_if_empty(s, ctx, args.get(1));
@@ -353,19 +355,15 @@ pub fn lpos(s: &mut Shard, ctx: &mut Ctx, args: Args) {
             }
             found.len() < want
         };
-        if rank > 0 {
-            for (i, e) in list.iter().enumerate().take(limit) {
-                if !visit(i, e) {
-                    break;
-                }
-            }
-        } else {
-            for (back, e) in list.iter().rev().enumerate().take(limit) {
-                let i = len - 1 - back;
-                if !visit(i, e) {
-                    break;
-                }
-            }
+        if limit > 0 {
+            // `seen` elements compared so far, at most `limit`.
+            let mut seen = 0;
+            let (from, rev) = if rank > 0 { (0, false) } else { (len - 1, true) };
+            list.walk(from, rev, |e| {
+                let i = if rev { len - 1 - seen } else { seen };
+                seen += 1;
+                visit(i, e) && seen < limit
+            });
         }
     }
     match count {

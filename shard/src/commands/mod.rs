@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod bitmap;
+pub mod debug;
 pub mod dump;
 pub mod geo;
 pub mod hash;
@@ -12,6 +13,9 @@ pub mod hyperloglog;
 pub mod keys;
 pub mod lcs;
 pub mod list;
+pub mod lolwut;
+pub mod memory;
+pub mod module;
 pub mod pubsub;
 pub mod scripting;
 pub mod server;
@@ -25,6 +29,7 @@ pub mod zset;
 use crate::args::Args;
 use crate::reply::Reply;
 use crate::shard::Shard;
+use std::sync::OnceLock;
 
 /// Per-command execution context on the shard.
 pub struct Ctx<'a> {
@@ -77,6 +82,9 @@ pub mod flags {
     pub const STALE: u32 = 1 << 6;
     pub const FAST: u32 = 1 << 7;
     pub const NO_AUTH: u32 = 1 << 8;
+    /// Refused unless its `enable-*-command` setting allows it (DEBUG,
+    /// MODULE LOAD...: Redis's CMD_PROTECTED).
+    pub const PROTECTED: u32 = 1 << 9;
 }
 
 /// Where a keyword names one more key (Redis's getkeys procedures).
@@ -198,6 +206,24 @@ impl CommandSpec {
         self
     }
 
+    /// This (sub)command's position in [`numbered`]: the index of its
+    /// per-command statistics, found from where the spec lives in its
+    /// table (no name hashing). `usize::MAX` for a spec outside the tables.
+    #[inline]
+    pub fn index(&self) -> usize {
+        let at = self as *const CommandSpec as usize;
+        let tables = &numbering().1;
+        let found = tables.binary_search_by(|&(start, end, _)| match () {
+            _ if at < start => std::cmp::Ordering::Greater,
+            _ if at >= end => std::cmp::Ordering::Less,
+            _ => std::cmp::Ordering::Equal,
+        });
+        match found {
+            Ok(t) => tables[t].2 + (at - tables[t].0) / std::mem::size_of::<CommandSpec>(),
+            Err(_) => usize::MAX,
+        }
+    }
+
     pub fn subcommand(&self, name: &[u8]) -> Option<&'static CommandSpec> {
         self.subcommands.iter().find(|s| {
             let short = s.name.rsplit('|').next().unwrap_or(s.name);
@@ -264,11 +290,41 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     transactions::COMMANDS,
     scripting::COMMANDS,
     pubsub::COMMANDS,
+    memory::COMMANDS,
+    debug::COMMANDS,
+    lolwut::COMMANDS,
+    module::COMMANDS,
 ];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
     FAMILIES.iter().flat_map(|f| f.iter())
+}
+
+/// Every command and subcommand, numbered for per-command statistics
+/// (`CommandSpec::index`): each family's table in turn, then each
+/// subcommand table.
+pub fn numbered() -> &'static [&'static CommandSpec] {
+    &numbering().0
+}
+
+/// The numbered specs, and each table's address range with the number of
+/// its first spec, sorted by address.
+#[allow(clippy::type_complexity)]
+fn numbering() -> &'static (Vec<&'static CommandSpec>, Vec<(usize, usize, usize)>) {
+    static NUMBERING: OnceLock<(Vec<&'static CommandSpec>, Vec<(usize, usize, usize)>)> = OnceLock::new();
+    NUMBERING.get_or_init(|| {
+        let subs = all().map(|c| c.subcommands).filter(|s| !s.is_empty());
+        let mut list = Vec::new();
+        let mut tables = Vec::new();
+        for table in FAMILIES.iter().copied().chain(subs) {
+            let start = table.as_ptr() as usize;
+            tables.push((start, start + std::mem::size_of_val(table), list.len()));
+            list.extend(table.iter());
+        }
+        tables.sort_unstable();
+        (list, tables)
+    })
 }
 
 /// The spec that runs for a command line: the command itself, or its

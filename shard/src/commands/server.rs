@@ -104,7 +104,6 @@ pub static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("client|id", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|getname", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|setname", 3, CLIENT_FLAGS, NOKEYS, Proxy, None),
-    cmd!("client|setinfo", 4, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|info", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|list", -2, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|kill", -3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
@@ -113,6 +112,11 @@ pub static CLIENT_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("client|caching", 3, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|getredir", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
     cmd!("client|trackinginfo", 2, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|reply", 3, CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|no-evict", 3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|pause", -3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|unpause", 2, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
+    cmd!("client|unblock", -3, ADMIN | CLIENT_FLAGS, NOKEYS, Proxy, None),
 ];
 
 pub static COMMAND_SUBCOMMANDS: &[CommandSpec] = &[
@@ -147,6 +151,7 @@ pub static CONFIG_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("config|get", -3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|set", -4, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|resetstat", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("config|rewrite", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("config|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
 ];
 
@@ -165,6 +170,25 @@ pub static ACL_SUBCOMMANDS: &[CommandSpec] = &[
     cmd!("acl|users", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("acl|whoami", 2, NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("acl|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
+/// SLOWLOG's subcommands (Redis 7.0's arity and flags).
+pub static SLOWLOG_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("slowlog|get", -2, ADMIN | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("slowlog|len", 2, ADMIN | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("slowlog|reset", 2, ADMIN | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("slowlog|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
+];
+
+/// LATENCY's subcommands (Redis 7.0's arity and flags).
+pub static LATENCY_SUBCOMMANDS: &[CommandSpec] = &[
+    cmd!("latency|doctor", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|graph", 3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|histogram", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|history", 3, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|latest", 2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|reset", -2, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("latency|help", 2, LOADING | STALE, NOKEYS, Proxy, None),
 ];
 
 /// The connection and server commands.
@@ -189,6 +213,8 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("bgrewriteaof", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("shutdown", -1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
     cmd!("monitor", 1, ADMIN | NOSCRIPT | LOADING | STALE, NOKEYS, Proxy, None),
+    cmd!("slowlog", -2, 0, NOKEYS, Proxy, None, SLOWLOG_SUBCOMMANDS),
+    cmd!("latency", -2, 0, NOKEYS, Proxy, None, LATENCY_SUBCOMMANDS),
     cmd!("save", 1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("bgsave", -1, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("psync", -3, ADMIN | NOSCRIPT, NOKEYS, Proxy, None),

@@ -154,17 +154,19 @@ pub fn collect(value: Option<&Value>, sh: Shape) -> Result<Collected, WrongType>
     let mut elems = Vec::with_capacity(take);
     match value {
         Some(Value::List(l)) if dontsort && end >= start => {
-            let items: Box<dyn Iterator<Item = _>> = if sh.desc {
-                Box::new(l.iter().rev().skip(start as usize))
-            } else {
-                Box::new(l.iter().skip(start as usize))
-            };
-            elems.extend(items.take(take).map(|i| i.to_vec()));
+            let from = if sh.desc { l.len() - 1 - start as usize } else { start as usize };
+            l.walk(from, sh.desc, |i| {
+                elems.push(i.to_vec());
+                elems.len() < take
+            });
             end -= start;
             start = 0;
         }
         Some(Value::List(_)) if dontsort => {}
-        Some(Value::List(l)) => elems.extend(l.iter().map(|i| i.to_vec())),
+        Some(Value::List(l)) => l.walk(0, false, |i| {
+            elems.push(i.to_vec());
+            true
+        }),
         Some(Value::Set(s)) => elems.extend(s.iter().map(|i| i.to_vec())),
         Some(Value::ZSet(z)) if dontsort => {
             let first = if sh.desc { (len - 1 - start.max(0)).max(0) as usize } else { start.max(0) as usize };

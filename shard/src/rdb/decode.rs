@@ -140,7 +140,7 @@ pub fn skip_value(input: &mut Input, t: u8) -> Result<()> {
 }
 
 fn list_from<'b>(items: impl Iterator<Item = Item<'b>>, limits: &Limits) -> Option<Value> {
-    let mut list = List::new();
+    let mut list = List::with_depth(limits.list_depth);
     let mut scratch = itoa::Buffer::new();
     for item in items {
         list.push_back(item.bytes(&mut scratch), limits.list_fill);
@@ -149,7 +149,7 @@ fn list_from<'b>(items: impl Iterator<Item = Item<'b>>, limits: &Limits) -> Opti
 }
 
 fn read_linked_list(input: &mut Input, limits: &Limits) -> Result<Option<Value>> {
-    let mut list = List::new();
+    let mut list = List::with_depth(limits.list_depth);
     for _ in 0..input.len()? {
         list.push_back(&input.string()?, limits.list_fill);
     }
@@ -157,7 +157,7 @@ fn read_linked_list(input: &mut Input, limits: &Limits) -> Result<Option<Value>>
 }
 
 fn read_quicklist(input: &mut Input, t: u8, limits: &Limits) -> Result<Option<Value>> {
-    let mut list = List::new();
+    let mut list = List::with_depth(limits.list_depth);
     let mut scratch = itoa::Buffer::new();
     for _ in 0..input.len()? {
         let at = input.pos;

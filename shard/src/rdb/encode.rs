@@ -6,8 +6,8 @@ use super::listpack::Writer;
 use super::{intset, kind, lzf, opcode, Access, SaveOptions, RDB_VERSION, REDIS_VER};
 use crate::numbers::{format_double, DoubleBuf};
 use crate::types::hash::Hash;
-use crate::types::list::List;
-use crate::types::pack::{decode, Item};
+use crate::types::list::{List, MIN_COMPRESS_BYTES, MIN_COMPRESS_IMPROVE};
+use crate::types::pack::{decode, Item, Pack};
 use crate::types::set::Set;
 use crate::types::zset::ZSet;
 use crate::value::Value;
@@ -64,17 +64,19 @@ pub(crate) fn write_string(out: &mut Vec<u8>, s: &[u8], opts: &SaveOptions) {
             }
         }
     }
-    if opts.compress && s.len() > 20 && write_lzf(out, s) {
+    if opts.compress && s.len() > 20 && write_lzf(out, s, s.len() - 4, usize::MAX) {
         return;
     }
     write_len(out, s.len() as u64);
     out.extend_from_slice(s);
 }
 
-fn write_lzf(out: &mut Vec<u8>, s: &[u8]) -> bool {
+/// `s` as an LZF string if it compresses into `max_out` bytes and the
+/// result is at most `max_len` bytes.
+fn write_lzf(out: &mut Vec<u8>, s: &[u8], max_out: usize, max_len: usize) -> bool {
     LZF_SCRATCH.with(|scratch| {
         let mut packed = scratch.borrow_mut();
-        if !lzf::compress(s, s.len() - 4, &mut packed) {
+        if !lzf::compress(s, max_out, &mut packed) || packed.len() > max_len {
             return false;
         }
         out.push(0xc3);
@@ -221,42 +223,63 @@ fn write_value_body(out: &mut Vec<u8>, value: &Value, opts: &SaveOptions) {
     }
 }
 
+/// Redis's quicklist as rdbSaveObject writes it: one listpack per node, an
+/// element of `PLAIN_THRESHOLD` bytes or more in a plain node of its own,
+/// and a node Redis keeps compressed (past the list's compress depth from
+/// both ends, at least 48 bytes, saving more than 8: quicklist.c's rule on
+/// the listpack itself) as its LZF blob (rdbSaveLzfBlob), whatever
+/// `rdbcompression` says. Nodes are encoded one at a time.
 fn write_list(out: &mut Vec<u8>, list: &List, opts: &SaveOptions) {
-    enum Node<'a> {
-        Packed(Vec<u8>),
-        Plain(Item<'a>),
-    }
-    let mut nodes = Vec::new();
-    for pack in list.nodes() {
-        let mut lp = Writer::new();
-        for raw in pack.elems() {
-            let item = decode(raw);
-            if item.len() >= PLAIN_THRESHOLD {
-                if !lp.is_empty() {
-                    nodes.push(Node::Packed(std::mem::take(&mut lp).finish()));
+    let total: usize = (0..list.node_count())
+        .map(|n| if list.node_bytes(n) < PLAIN_THRESHOLD { 1 } else { list.with_node(n, output_nodes).unwrap_or(0) })
+        .sum();
+    write_len(out, total as u64);
+    let depth = list.depth();
+    let mut index = 0;
+    let mut put = |out: &mut Vec<u8>, container: u64, data: &[u8]| {
+        write_len(out, container);
+        let compressed = depth > 0 && index >= depth && index + depth < total;
+        index += 1;
+        let lzf = compressed
+            && data.len() >= MIN_COMPRESS_BYTES
+            && write_lzf(out, data, data.len(), data.len() - MIN_COMPRESS_IMPROVE - 1);
+        if !lzf {
+            write_string(out, data, opts);
+        }
+    };
+    for n in 0..list.node_count() {
+        list.with_node(n, |pack| {
+            let mut lp = Writer::new();
+            for raw in pack.elems() {
+                let item = decode(raw);
+                if item.len() >= PLAIN_THRESHOLD {
+                    if !lp.is_empty() {
+                        put(out, PACKED, &std::mem::take(&mut lp).finish());
+                    }
+                    put(out, PLAIN, &item.to_vec());
+                } else {
+                    lp.push(item);
                 }
-                nodes.push(Node::Plain(item));
-            } else {
-                lp.push(item);
             }
-        }
-        if !lp.is_empty() {
-            nodes.push(Node::Packed(lp.finish()));
+            if !lp.is_empty() {
+                put(out, PACKED, &lp.finish());
+            }
+        });
+    }
+}
+
+/// How many quicklist nodes one of our nodes is written as.
+fn output_nodes(pack: &Pack) -> usize {
+    let (mut nodes, mut open) = (0, false);
+    for raw in pack.elems() {
+        if decode(raw).len() >= PLAIN_THRESHOLD {
+            nodes += 1 + open as usize;
+            open = false;
+        } else {
+            open = true;
         }
     }
-    write_len(out, nodes.len() as u64);
-    for node in nodes {
-        match node {
-            Node::Packed(lp) => {
-                write_len(out, PACKED);
-                write_string(out, &lp, opts);
-            }
-            Node::Plain(item) => {
-                write_len(out, PLAIN);
-                write_string(out, &item.to_vec(), opts);
-            }
-        }
-    }
+    nodes + open as usize
 }
 
 fn write_set(out: &mut Vec<u8>, set: &Set, opts: &SaveOptions) {

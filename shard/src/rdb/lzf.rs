@@ -155,6 +155,13 @@ pub fn decompress(input: &[u8], expected: usize) -> Result<Vec<u8>, &'static str
     // One input byte yields at most ~88 output bytes (a 3-byte reference
     // of 264); start small and grow.
     let mut out = Vec::with_capacity(expected.min(input.len().saturating_mul(4).saturating_add(64)));
+    decompress_into(input, expected, &mut out)?;
+    Ok(out)
+}
+
+/// [`decompress`] into `out` (cleared first; its capacity is reused).
+pub fn decompress_into(input: &[u8], expected: usize, out: &mut Vec<u8>) -> Result<(), &'static str> {
+    out.clear();
     let mut ip = 0;
     while ip < input.len() {
         let ctrl = input[ip] as usize;
@@ -194,7 +201,7 @@ pub fn decompress(input: &[u8], expected: usize) -> Result<Vec<u8>, &'static str
     if out.len() != expected {
         return Err("Invalid LZF compressed string");
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -27,8 +27,8 @@ pub use encode::{
     write_entry, write_eof, write_header, write_resize_db, write_select_db, write_standard_header, write_value,
 };
 pub use payload::{
-    dump_payload, functions_dump_payload, functions_restore_payload, restore_payload, restore_payload_with,
-    verify_payload,
+    dump_payload, dump_payload_with, functions_dump_payload, functions_restore_payload, restore_payload,
+    restore_payload_with, verify_payload,
 };
 pub use reader::{Item, Reader};
 
@@ -110,6 +110,8 @@ pub struct Limits {
     pub zset: zset::Limits,
     pub set_max_intset_entries: usize,
     pub list_fill: Fill,
+    /// `list-compress-depth` of the lists made.
+    pub list_depth: i64,
 }
 
 impl Default for Limits {
@@ -120,6 +122,7 @@ impl Default for Limits {
             zset: zset::Limits { entries: 128, value: 64 },
             set_max_intset_entries: 512,
             list_fill: Fill(-2),
+            list_depth: 0,
         }
     }
 }
@@ -135,6 +138,7 @@ impl Limits {
             zset: zset::Limits::of(config),
             set_max_intset_entries: size(config.set_max_intset_entries),
             list_fill: Fill(config.list_max_listpack_size),
+            list_depth: config.list_compress_depth,
         }
     }
 }

@@ -11,8 +11,14 @@ use crate::value::Value;
 const FOOTER: usize = 10;
 
 pub fn dump_payload(value: &Value) -> Vec<u8> {
+    dump_payload_with(value, &SaveOptions { compress: true })
+}
+
+/// DUMP's payload; `opts.compress` is `rdbcompression`, which Redis's DUMP
+/// follows too (rdbSaveRawString).
+pub fn dump_payload_with(value: &Value, opts: &SaveOptions) -> Vec<u8> {
     let mut out = Vec::new();
-    write_value(&mut out, value, &SaveOptions { compress: true });
+    write_value(&mut out, value, opts);
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(&out);
     out.extend_from_slice(&crc.to_le_bytes());

@@ -545,6 +545,85 @@ fn tau(mut x: f64) -> f64 {
     }
 }
 
+// ---- PFDEBUG and PFSELFTEST -----------------------------------------------
+
+/// PFDEBUG DECODE's text of a sparse HLL: "z:len", "Z:len", "v:value,len"
+/// per opcode, space separated (Redis walks the bytes as they are).
+pub fn decode_sparse(v: &[u8]) -> String {
+    let mut out = Vec::new();
+    let mut p = HDR;
+    while p < v.len() {
+        let b = v[p];
+        let (len, value, size) = opcode(v, p);
+        out.push(match (value, size) {
+            (0, 1) if is_zero(b) => format!("z:{len}"),
+            (0, _) => format!("Z:{len}"),
+            _ => format!("v:{value},{len}"),
+        });
+        p += size;
+    }
+    out.join(" ")
+}
+
+/// Every register of a dense HLL (PFDEBUG GETREG).
+pub fn dense_registers(v: &[u8]) -> Vec<u8> {
+    let regs = v.get(HDR..).unwrap_or_default();
+    (0..REGISTERS).map(|i| dense_get(regs, i)).collect()
+}
+
+/// Redis's pfselftestCommand: dense registers read back what was written
+/// (1000 rounds of random values), then 10 million elements added to a dense
+/// and a sparse HLL whose counts must agree with each other, stay sparse
+/// while small, and stay within six standard errors at each power of ten.
+/// `rand` is the caller's random source; `max_bytes` is
+/// hll-sparse-max-bytes.
+pub fn selftest(mut rand: impl FnMut() -> u64, max_bytes: usize) -> Result<(), String> {
+    let mut regs = vec![0u8; DENSE_SIZE - HDR];
+    let mut bytes = vec![0u8; REGISTERS];
+    for _ in 0..1000 {
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (rand() & 63) as u8;
+            dense_put(&mut regs, i, *b);
+        }
+        for (i, &b) in bytes.iter().enumerate() {
+            let got = dense_get(&regs, i);
+            if got != b {
+                return Err(format!("TESTFAILED Register {i} should be {b} but is {got}"));
+            }
+        }
+    }
+    let mut dense = new_sparse();
+    to_dense(&mut dense).map_err(|_| "TESTFAILED dense/sparse disagree".to_string())?;
+    let mut sparse = new_sparse();
+    let relerr = 1.04 / (REGISTERS as f64).sqrt();
+    let mut checkpoint: u64 = 1;
+    let seed = rand();
+    let corrupt = |_| "TESTFAILED dense/sparse disagree".to_string();
+    for j in 1..=10_000_000u64 {
+        let ele = (j ^ seed).to_ne_bytes();
+        add(&mut dense, &ele, max_bytes).map_err(corrupt)?;
+        add(&mut sparse, &ele, max_bytes).map_err(corrupt)?;
+        if j != checkpoint {
+            continue;
+        }
+        if (j as usize) < max_bytes / 2 && is_dense(&sparse) {
+            return Err("TESTFAILED sparse encoding not used".into());
+        }
+        let card = count(&dense).map_err(corrupt)?;
+        if card != count(&sparse).map_err(corrupt)? {
+            return Err("TESTFAILED dense/sparse disagree".into());
+        }
+        let abserr = (checkpoint as i64 - card as i64).unsigned_abs();
+        // Cardinality 10 may collide now and then: one off is allowed.
+        let maxerr = if j == 10 { 1 } else { (relerr * 6.0 * checkpoint as f64).ceil() as u64 };
+        if abserr > maxerr {
+            return Err(format!("TESTFAILED Too big error. card:{checkpoint} abserr:{abserr}"));
+        }
+        checkpoint *= 10;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -273,6 +273,60 @@ impl Pack {
         self.buf.capacity()
     }
 
+    /// The encoded elements, back to back.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// A pack over `buf`, which holds exactly `count` encoded elements (a
+    /// list node's decompressed bytes).
+    pub fn from_parts(buf: Vec<u8>, count: usize) -> Pack {
+        Pack { buf, count: count as u32 }
+    }
+
+    /// The byte buffer back, for reuse.
+    pub fn into_buf(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// Splits at byte offset `pos` (an element boundary): `self` keeps the
+    /// elements before it, the returned pack holds the rest.
+    pub fn split_off(&mut self, pos: usize) -> Pack {
+        let tail = self.buf.split_off(pos.min(self.buf.len()));
+        let count = Elems::new(&tail).count();
+        self.count -= count as u32;
+        self.buf.shrink_to_fit();
+        Pack { buf: tail, count: count as u32 }
+    }
+
+    /// Appends `other`'s elements.
+    pub fn append(&mut self, other: &Pack) {
+        self.reserve(other.buf.len());
+        self.buf.extend_from_slice(&other.buf);
+        self.count += other.count;
+    }
+
+    /// Keeps the elements for which `keep` (called once per element, in
+    /// order) is true; returns how many were removed.
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) -> usize {
+        let (mut read, mut write, mut removed) = (0, 0, 0);
+        while let Some(n) = self.buf.get(read..).and_then(elem_len) {
+            if keep(&self.buf[read..read + n]) {
+                self.buf.copy_within(read..read + n, write);
+                write += n;
+            } else {
+                removed += 1;
+            }
+            read += n;
+        }
+        self.buf.truncate(write);
+        self.count -= removed as u32;
+        if removed > 0 && self.buf.capacity() > 64 && self.buf.len() < self.buf.capacity() / 2 {
+            self.buf.shrink_to_fit();
+        }
+        removed
+    }
+
     /// Every element's raw bytes, in order.
     pub fn elems(&self) -> Elems<'_> {
         Elems::new(&self.buf)

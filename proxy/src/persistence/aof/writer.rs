@@ -226,7 +226,17 @@ async fn writer(core: Rc<Core>) {
         }
         let Some(file) = core.aof.file.borrow().clone() else { return };
         let len = bytes.len() as u64;
-        match file.write_at(bytes, core.aof.pos.get()).await {
+        let timed = latency_start(&core);
+        let written = file.write_at(bytes, core.aof.pos.get()).await;
+        if let Some(started) = timed {
+            // Redis's events for flushAppendOnlyFile's write (here the
+            // write's time on the ring, which does not hold the core).
+            let ms = started.elapsed().as_millis() as u64;
+            let rewriting = core.aof.stats.borrow().rewrite_in_progress;
+            latency_sample(&core, if rewriting { "aof-write-active-child" } else { "aof-write-alone" }, ms);
+            latency_sample(&core, "aof-write", ms);
+        }
+        match written {
             Ok(n) => {
                 // A short write keeps its part: the rest follows it.
                 core.aof.wrote(n as u64);
@@ -246,11 +256,27 @@ async fn writer(core: Rc<Core>) {
         core.aof.wake_waiters();
         health::write_ok(&core).await;
         if core.config().appendfsync == AppendFsync::Always {
+            let timed = latency_start(&core);
             let synced = file.fdatasync().await.map_err(health::os_error);
+            if let Some(started) = timed {
+                latency_sample(&core, "aof-fsync-always", started.elapsed().as_millis() as u64);
+            }
             health::fsync_done(&core, synced).await;
             core.aof.set_durable(end);
         }
     }
+}
+
+/// The latency monitor's start (Redis's latencyStartMonitor): a clock
+/// read only while `latency-monitor-threshold` is on.
+fn latency_start(core: &Core) -> Option<std::time::Instant> {
+    (core.config().latency_monitor_threshold != 0).then(std::time::Instant::now)
+}
+
+fn latency_sample(core: &Core, event: &'static str, ms: u64) {
+    let mut shard = core.shard.borrow_mut();
+    let threshold = shard.config.latency_monitor_threshold;
+    shard.observe.latency.add_if_needed(threshold, event, ms);
 }
 
 /// A lost write at start or in a rewrite's switch leaves a hole in the log

@@ -124,6 +124,7 @@ pub async fn stream(core: &Rc<Core>, io: &mut LinkIo, generation: u64) -> Result
 
 /// One command through the router, as a client's would go.
 async fn run(master: &mut Connection, args: Args<'_>) {
+    master.tally.clock = std::time::Instant::now();
     if let Some(deferred) = master.handle(args) {
         if let Some(wait) = master.run_deferred(deferred, args).await {
             // A primary never sends a blocking command that waits.

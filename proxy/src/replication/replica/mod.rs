@@ -118,7 +118,8 @@ pub fn apply_mode(core: &Core, (seq, mode): (u64, u8)) {
     }
     state.mode_seen.set(seq);
     state.mode.set(mode);
-    let keep_expired = mode & REPLICA != 0;
+    // A CLIENT PAUSE keeps them too (commands/client.rs).
+    let keep_expired = mode & REPLICA != 0 || core.pause.recorded();
     let mut shard = core.shard.borrow_mut();
     for db in &mut shard.dbs {
         db.keep_expired = keep_expired;
