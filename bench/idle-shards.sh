@@ -14,6 +14,7 @@ KS=${KS:-"1 8 14"}
 RATES=${RATES:-"50000 200000"}
 CL=${CL:-14-15}
 T=${T:-5}
+up() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; }
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 # name pid port [--cluster]
 measure() {
@@ -36,7 +37,7 @@ for k in $KS; do
   taskset -c "0-$last" corekv --port "$port" --shards "$k" --cpus "0-$last" --save '' \
     --cluster-mode per-core --cluster-port-base $((port + 1)) >"/tmp/idle-shards-$k.log" 2>&1 &
   pid=$!
-  sleep 2
+  up "$port"
   preload "$port" --cluster
   measure "corekv shards=$k" "$pid" "$port" --cluster
   kill "$pid"
@@ -44,7 +45,7 @@ for k in $KS; do
 done
 taskset -c 0 redis-server --port 29999 --save '' --appendonly no >/dev/null 2>&1 &
 pid=$!
-sleep 1
+up 29999
 preload 29999
 measure "redis one process" "$pid" 29999
 kill "$pid"

@@ -172,6 +172,8 @@ pub(crate) fn sendmsg_syscall(
 }
 
 mod dma_buffer;
+// corekv: no longer used (a fence pair replaces the park's membarrier, uring.rs `wait`).
+#[allow(dead_code)]
 mod membarrier;
 pub(crate) mod source;
 pub(crate) mod sysfs;
@@ -306,6 +308,10 @@ impl SleepNotifier {
     }
 
     pub(crate) fn notify(&self, force: bool) {
+        // Pairs with the fence a sleeping reactor issues after
+        // `prepare_to_sleep` (uring.rs, `wait`): what was queued before this
+        // call is seen by it, or `should_notify` is seen here.
+        std::sync::atomic::fence(Ordering::SeqCst);
         if self
             .should_notify
             .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)

@@ -37,7 +37,7 @@ use crate::{
         self,
         blocking::{BlockingThreadOp, BlockingThreadPool},
         dma_buffer::{BufferStorage, DmaBuffer},
-        membarrier, DirectIo, EnqueuedSource, EnqueuedStatus, InnerSource, IoBuffer,
+        DirectIo, EnqueuedSource, EnqueuedStatus, InnerSource, IoBuffer,
         PollableStatus, Source, SourceType, Statx, TimeSpec64,
     },
     uring_sys::{self, IoRingOp},
@@ -1875,10 +1875,15 @@ impl Reactor {
             // last time until now it could be that something happened in a remote executor
             // that opened up room. If it did we bail on sleep and go process it.
             self.notifier.prepare_to_sleep();
-            // See https://www.scylladb.com/2018/02/15/memory-barriers-seastar-linux/ for
-            // details. This translates to `sys_membarrier()` /
-            // `MEMBARRIER_CMD_PRIVATE_EXPEDITED`
-            membarrier::heavy();
+            // corekv: a full fence here paired with one in `SleepNotifier::notify`
+            // (store `should_notify`, fence, read the channels; a sender: push,
+            // fence, read `should_notify`): one of the two sees the other's
+            // write. Upstream pairs a `sys_membarrier()` here with no fence on the
+            // sender (https://www.scylladb.com/2018/02/15/memory-barriers-seastar-linux/):
+            // a system call and an IPI to every running shard on each park,
+            // which made a lightly loaded shard cost more per request the more
+            // shards there were (bench/RESULTS.md, "what an idle shard costs").
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
                 if self.eventfd_src.is_installed().unwrap() {
