@@ -144,7 +144,19 @@ fn options(source: &mut Raw, target: &mut Raw, target_port: u16) {
     assert_eq!(cmd(source, &["EXISTS", "c"]), Value::Int(0));
     assert_eq!(cmd(target, &["GET", "c"]), Value::Bulk(b"v2".to_vec()));
     assert_eq!(run(source, &m("c", "0", &[])), Value::Simple(b"NOKEY".to_vec()));
-    assert_eq!(run(source, &migrate_keys(target_port, "0", &[], &["c".into(), "d".into()])), Value::Simple(b"NOKEY".to_vec()));
+    assert_eq!(
+        run(source, &migrate_keys(target_port, "0", &[], &["c".into(), "d".into()])),
+        Value::Simple(b"NOKEY".to_vec())
+    );
+    // Expired keys are skipped like missing ones.
+    cmd(source, &["SET", "gone", "x", "PX", "1"]);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(run(source, &m("gone", "0", &[])), Value::Simple(b"NOKEY".to_vec()));
+    cmd(source, &["SET", "gone", "x", "PX", "1"]);
+    cmd(source, &["SET", "kept", "y"]);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(run(source, &migrate_keys(target_port, "0", &[], &["gone".into(), "kept".into()])), ok());
+    assert_eq!(cmd(target, &["EXISTS", "gone", "kept"]), Value::Int(1));
     cmd(source, &["SET", "in3", "x"]);
     assert_eq!(run(source, &m("in3", "3", &[])), ok());
     assert_eq!(cmd(target, &["EXISTS", "in3"]), Value::Int(0));
@@ -212,7 +224,10 @@ fn auth_and_auth2() {
         l.extend(extra.iter().map(|s| s.to_string()));
         l
     };
-    assert_eq!(run(&mut s, &m("a", &[])), err("ERR Target instance replied with error: NOAUTH Authentication required."));
+    assert_eq!(
+        run(&mut s, &m("a", &[])),
+        err("ERR Target instance replied with error: NOAUTH Authentication required.")
+    );
     assert_eq!(
         run(&mut s, &m("a", &["AUTH", "wrong"])),
         err("ERR Target instance replied with error: WRONGPASS invalid username-password pair or user is disabled.")
@@ -253,6 +268,53 @@ fn silent_target() -> (u16, std::thread::JoinHandle<()>) {
         }
     });
     (port, handle)
+}
+
+/// Unreachable and silent targets: Redis's IOERR texts, and the source
+/// keeps every key (keys over several shards).
+#[test]
+fn failed_targets_delete_nothing() {
+    let server = Server::shards(3);
+    let mut s = server.raw();
+    let keys: Vec<String> = (0..12).map(|i| format!("key:{i}")).collect();
+    for k in &keys {
+        cmd(&mut s, &["SET", k, "v"]);
+    }
+    let (silent, _held) = silent_target();
+    let cases = [
+        // Redis's blocking connect reports a refused one as connected: its
+        // first write fails.
+        (closed_port(), "IOERR error or timeout writing to target instance"),
+        (silent, "IOERR error or timeout reading to target instance"),
+    ];
+    for (port, text) in cases {
+        let mut line = migrate_keys(port, "0", &[], &keys);
+        line[5] = "300".into();
+        assert_eq!(run(&mut s, &line), err(text));
+        let one = ["MIGRATE", "127.0.0.1", &port.to_string(), "key:0", "0", "300"].map(String::from);
+        assert_eq!(run(&mut s, &one), err(text));
+        assert_eq!(cmd(&mut s, &["DBSIZE"]), Value::Int(keys.len() as i64));
+    }
+    let unresolved = ["MIGRATE", "", "6379", "key:0", "0", "300"].map(String::from);
+    assert_eq!(run(&mut s, &unresolved), err("IOERR error or timeout connecting to the client"));
+    assert_eq!(cmd(&mut s, &["DBSIZE"]), Value::Int(keys.len() as i64));
+}
+
+/// In a cluster mode the target gets RESTORE-ASKING, as Redis Cluster sends.
+#[test]
+fn cluster_mode_sends_restore_asking() {
+    let server = Server::start(&["--shards", "2", "--cluster-mode", "emulated"]);
+    let redis = Redis::start();
+    let (mut s, mut t) = (server.raw(), redis.raw());
+    cmd(&mut s, &["SET", "{t}a", "1"]);
+    cmd(&mut s, &["SET", "{t}b", "2"]);
+    let line = migrate_keys(redis.port, "0", &[], &["{t}a".into(), "{t}b".into()]);
+    assert_eq!(run(&mut s, &line), ok());
+    let Value::Bulk(info) = cmd(&mut t, &["INFO", "commandstats"]) else { panic!("INFO") };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    assert!(info.contains("cmdstat_restore-asking:calls=2,"), "{info}");
+    assert!(!info.contains("cmdstat_restore:"), "{info}");
+    assert_eq!(cmd(&mut t, &["MGET", "{t}a", "{t}b"]).to_string_lossy(), "1 2");
 }
 
 /// The same calls on a redis-server source and a corekv source (each with

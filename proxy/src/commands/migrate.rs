@@ -10,6 +10,7 @@ mod target;
 
 pub use target::{close_all, close_idle};
 
+use super::gather::ShardKeys;
 use super::reply::reply;
 use crate::coordinator::dispatch::call;
 use crate::session::Connection;
@@ -78,8 +79,8 @@ struct Dumped {
 }
 
 /// Keys with their positions, grouped by owning shard.
-fn by_shard(conn: &Connection, keys: impl Iterator<Item = (usize, Vec<u8>)>) -> Vec<(usize, Vec<(usize, Vec<u8>)>)> {
-    let mut groups: Vec<(usize, Vec<(usize, Vec<u8>)>)> = Vec::new();
+fn by_shard(conn: &Connection, keys: impl Iterator<Item = (usize, Vec<u8>)>) -> Vec<ShardKeys> {
+    let mut groups: Vec<ShardKeys> = Vec::new();
     for (pos, key) in keys {
         let shard = conn.core.shard_of(&key);
         match groups.iter_mut().find(|g| g.0 == shard) {
@@ -138,7 +139,7 @@ fn put(out: &mut Vec<u8>, parts: &[&[u8]]) {
 enum Sent {
     /// The target's replies: for each key, whether it took it; the first
     /// error it replied (AUTH's, SELECT's or a RESTORE's).
-    Replied { taken: Vec<bool>, error: Option<Vec<u8>>, link: Option<Link> },
+    Replied { taken: Vec<bool>, error: Option<Vec<u8>>, link: Option<Box<Link>> },
     /// Nothing was processed as far as we know: worth one more try on a
     /// fresh connection unless it timed out.
     Failed { writing: bool, timed_out: bool },
@@ -199,7 +200,7 @@ async fn send(mut link: Link, req: &Request, keys: &[Dumped], asking: bool) -> S
         }
     }
     link.last_db = if error.is_none() { req.db } else { -1 };
-    Sent::Replied { taken, error, link: Some(link) }
+    Sent::Replied { taken, error, link: Some(Box::new(link)) }
 }
 
 /// Deletes the keys the target took, on their owners (`del` events, DEL
@@ -269,7 +270,7 @@ pub async fn migrate(conn: &mut Connection, args: Args<'_>) {
         }
     };
     if let Some(link) = link {
-        target::give_back(name, link);
+        target::give_back(name, *link);
     }
     if !req.copy {
         let acked = keys.iter().zip(&taken).filter(|(_, t)| **t).map(|(k, _)| (k.shard, k.key.clone())).collect();

@@ -91,9 +91,10 @@ fn atoi(s: &[u8]) -> i64 {
         Some(b'+') => (false, &s[1..]),
         _ => (false, s),
     };
-    let n = digits.iter().take_while(|b| b.is_ascii_digit()).fold(0i64, |n, d| {
-        n.saturating_mul(10).saturating_add((d - b'0') as i64)
-    });
+    let n = digits
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .fold(0i64, |n, d| n.saturating_mul(10).saturating_add((d - b'0') as i64));
     if neg {
         -n
     } else {
