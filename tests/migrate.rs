@@ -300,6 +300,37 @@ fn failed_targets_delete_nothing() {
     assert_eq!(cmd(&mut s, &["DBSIZE"]), Value::Int(keys.len() as i64));
 }
 
+/// AUTH and AUTH2 credentials are redacted in the slow log as Redis does.
+#[test]
+fn credentials_are_redacted() {
+    let (corekv, redis) = (Server::shards(2), Redis::start());
+    let port = closed_port().to_string();
+    let lines: &[&[&str]] = &[
+        &["MIGRATE", "127.0.0.1", &port, "nokey", "0", "100", "AUTH", "pw", "COPY"],
+        &["MIGRATE", "127.0.0.1", &port, "", "0", "100", "AUTH2", "u", "pw", "KEYS", "a", "auth", "b"],
+        &["MIGRATE", "127.0.0.1", &port, "nokey", "0", "100", "AUTH", "pw", "BOGUS", "AUTH", "x"],
+        &["MIGRATE", "127.0.0.1", &port, "nokey", "0", "100", "AUTH2", "u"],
+    ];
+    // All but the last (a syntax error before any credential) hide some.
+    for line in lines {
+        let mut got = Vec::new();
+        for mut r in [redis.raw(), corekv.raw()] {
+            cmd(&mut r, &["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+            cmd(&mut r, &["SLOWLOG", "RESET"]);
+            cmd(&mut r, line);
+            let Value::Array(entries) = cmd(&mut r, &["SLOWLOG", "GET", "2"]) else { panic!("SLOWLOG") };
+            let args = entries.iter().find_map(|e| match e {
+                Value::Array(f) if f[3].to_string_lossy().starts_with("MIGRATE") => Some(f[3].clone()),
+                _ => None,
+            });
+            got.push(args);
+        }
+        let redacted = got[0].as_ref().map(|a| a.to_string_lossy().contains("(redacted)"));
+        assert_eq!(redacted, Some(line.len() > 8), "{got:?}");
+        assert_eq!(got[0], got[1], "{line:?}");
+    }
+}
+
 /// In a cluster mode the target gets RESTORE-ASKING, as Redis Cluster sends.
 #[test]
 fn cluster_mode_sends_restore_asking() {
