@@ -429,11 +429,38 @@ fn getkeys_match_redis() {
         &["MIGRATE", "h", "1", "k", "0", "10", "KEYS", "a"],
         &["MIGRATE", "h", "1", "k", "0"],
     ];
+    let info = ["COMMAND", "INFO", "MIGRATE"];
+    assert_eq!(cmd(&mut corekv.raw(), &info), cmd(&mut redis.raw(), &info));
+    let Value::Array(dangerous) = cmd(&mut corekv.raw(), &["ACL", "CAT", "dangerous"]) else { panic!("ACL CAT") };
+    assert!(dangerous.contains(&Value::Bulk(b"migrate".to_vec())));
     for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {
         for line in lines {
             let mut full = vec!["COMMAND", sub];
             full.extend_from_slice(line);
             assert_eq!(cmd(&mut corekv.raw(), &full), cmd(&mut redis.raw(), &full), "{full:?}");
+        }
+    }
+}
+
+/// A WATCHed key migrated away dooms the transaction; a COPY does not
+/// (Redis signals only the keys it deletes).
+#[test]
+fn watch_sees_migrated_keys() {
+    let (server, redis) = (Server::shards(3), Redis::start());
+    let port = redis.port.to_string();
+    for (key, extra) in [("w1", None), ("w2", Some("COPY"))] {
+        let (mut a, mut b) = (server.raw(), server.raw());
+        cmd(&mut a, &["SET", key, "v"]);
+        cmd(&mut a, &["WATCH", key]);
+        let mut line = vec!["MIGRATE", "127.0.0.1", &port, key, "0", "5000"];
+        line.extend(extra);
+        assert_eq!(cmd(&mut b, &line), ok());
+        cmd(&mut a, &["MULTI"]);
+        cmd(&mut a, &["PING"]);
+        let exec = cmd(&mut a, &["EXEC"]);
+        match extra {
+            None => assert_eq!(exec, Value::NilArray),
+            Some(_) => assert_eq!(exec, Value::Array(vec![Value::Simple(b"PONG".to_vec())])),
         }
     }
 }
