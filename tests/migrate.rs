@@ -148,6 +148,11 @@ fn options(source: &mut Raw, target: &mut Raw, target_port: u16) {
         run(source, &migrate_keys(target_port, "0", &[], &["c".into(), "d".into()])),
         Value::Simple(b"NOKEY".to_vec())
     );
+    // A value far larger than one 64 KiB write.
+    let big: String = (0..3_000_000u32).map(|i| char::from(b'a' + (i % 23) as u8)).collect();
+    cmd(source, &["SET", "big", &big]);
+    assert_eq!(run(source, &m("big", "0", &[])), ok());
+    assert_eq!(cmd(target, &["GET", "big"]), Value::Bulk(big.into_bytes()));
     // Expired keys are skipped like missing ones.
     cmd(source, &["SET", "gone", "x", "PX", "1"]);
     std::thread::sleep(Duration::from_millis(20));

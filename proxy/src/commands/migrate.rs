@@ -145,9 +145,26 @@ enum Sent {
     Failed { writing: bool, timed_out: bool },
 }
 
-/// Sends AUTH, SELECT when the link's database differs, and a RESTORE per
-/// key, pipelined; reads the replies (Redis's migrateCommand body).
-async fn send(mut link: Link, req: &Request, keys: &[Dumped], asking: bool) -> Sent {
+/// The RESTOREs of every key, pipelined (built once for both tries; each
+/// payload is freed as it is copied in, so the values are held once).
+fn restores(req: &Request, keys: &mut [Dumped], asking: bool) -> Vec<u8> {
+    let name: &[u8] = if asking { b"RESTORE-ASKING" } else { b"RESTORE" };
+    let mut body = Vec::with_capacity(keys.iter().map(|k| k.key.len() + k.payload.len() + 64).sum());
+    for k in keys {
+        let (ttl, payload) = (k.ttl.to_string(), std::mem::take(&mut k.payload));
+        let mut parts: Vec<&[u8]> = vec![name, &k.key, ttl.as_bytes(), &payload];
+        if req.replace {
+            parts.push(b"REPLACE");
+        }
+        put(&mut body, &parts);
+    }
+    body
+}
+
+/// Sends AUTH, SELECT when the link's database differs, and the `count`
+/// RESTOREs of `body`, pipelined; reads the replies (Redis's
+/// migrateCommand body).
+async fn send(mut link: Link, req: &Request, body: &[u8], count: usize) -> Sent {
     let mut cmd = Vec::new();
     if let Some((user, pass)) = &req.auth {
         match user {
@@ -159,17 +176,10 @@ async fn send(mut link: Link, req: &Request, keys: &[Dumped], asking: bool) -> S
     if select {
         put(&mut cmd, &[b"SELECT", req.db.to_string().as_bytes()]);
     }
-    let name: &[u8] = if asking { b"RESTORE-ASKING" } else { b"RESTORE" };
-    for k in keys {
-        let ttl = k.ttl.to_string();
-        let mut parts: Vec<&[u8]> = vec![name, &k.key, ttl.as_bytes(), &k.payload];
-        if req.replace {
-            parts.push(b"REPLACE");
+    for part in [&cmd[..], body] {
+        if let Err(e) = link.write(part, req.timeout).await {
+            return Sent::Failed { writing: true, timed_out: e.timed_out };
         }
-        put(&mut cmd, &parts);
-    }
-    if let Err(e) = link.write(&cmd, req.timeout).await {
-        return Sent::Failed { writing: true, timed_out: e.timed_out };
     }
     let mut head_error = None;
     for _ in [req.auth.is_some(), select].iter().filter(|&&sent| sent) {
@@ -179,8 +189,8 @@ async fn send(mut link: Link, req: &Request, keys: &[Dumped], asking: bool) -> S
             Err(e) => return Sent::Failed { writing: false, timed_out: e.timed_out },
         }
     }
-    let (mut taken, mut error) = (Vec::with_capacity(keys.len()), None);
-    for j in 0..keys.len() {
+    let (mut taken, mut error) = (Vec::with_capacity(count), None);
+    for j in 0..count {
         let line = match link.read_line(req.timeout).await {
             Ok(line) => line,
             // Nothing read yet: as if nothing was processed (Redis's j == 0).
@@ -242,7 +252,7 @@ pub async fn migrate(conn: &mut Connection, args: Args<'_>) {
         Ok(r) => r,
         Err(e) => return conn.error(e),
     };
-    let Some(keys) = dump_keys(conn, &req, &args).await else {
+    let Some(mut keys) = dump_keys(conn, &req, &args).await else {
         return conn.error(LOST);
     };
     if keys.is_empty() {
@@ -250,11 +260,11 @@ pub async fn migrate(conn: &mut Connection, args: Args<'_>) {
     }
     let (host, port) = (args.get(1), args.get(2));
     let name = [host, b":", port].concat();
-    let asking = conn.core.cluster().enabled();
+    let body = restores(&req, &mut keys, conn.core.cluster().enabled());
     let mut may_retry = true;
     let (taken, error, link) = loop {
         let sent = match target::take(&name, host, port, req.timeout).await {
-            Ok(link) => send(link, &req, &keys, asking).await,
+            Ok(link) => send(link, &req, &body, keys.len()).await,
             Err(NoLink::NoAddress) => return conn.error("IOERR error or timeout connecting to the client"),
             Err(NoLink::Failed(e)) => Sent::Failed { writing: true, timed_out: e.timed_out },
         };
