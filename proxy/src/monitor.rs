@@ -81,6 +81,27 @@ pub fn redacted_args(spec: &CommandSpec, args: &Args) -> Vec<usize> {
             }
             Vec::new()
         }
+        "migrate" => {
+            // AUTH's password, AUTH2's user and password, as migrateCommand
+            // parses them (it stops at KEYS or at a syntax error).
+            let (mut out, mut j) = (Vec::new(), 6);
+            while j < args.len()
+                && (args.is(j, "copy") || args.is(j, "replace") || args.is(j, "auth") || args.is(j, "auth2"))
+            {
+                let more = args.len() - 1 - j;
+                if args.is(j, "auth") && more >= 1 {
+                    out.push(j + 1);
+                    j += 1;
+                } else if args.is(j, "auth2") && more >= 2 {
+                    out.extend([j + 1, j + 2]);
+                    j += 2;
+                } else if args.is(j, "auth") || args.is(j, "auth2") {
+                    break;
+                }
+                j += 1;
+            }
+            out
+        }
         _ => Vec::new(),
     }
 }

@@ -118,6 +118,7 @@ async fn cron(core: Rc<Core>) {
         glommio::timer::sleep(Duration::from_millis(1000 / hz)).await;
         if core.process.shutting_down() {
             persistence::abandon(&core);
+            crate::commands::migrate::close_all();
             return;
         }
         if core.index == 0 && core.process.reload_requested.swap(false, std::sync::atomic::Ordering::Relaxed) {
@@ -129,6 +130,7 @@ async fn cron(core: Rc<Core>) {
         if core.index == 0 {
             if core.process.signal_shutdown.load(std::sync::atomic::Ordering::Relaxed) {
                 if shutdown_on_signal(&core).await {
+                    crate::commands::migrate::close_all();
                     return;
                 }
                 continue;
@@ -136,6 +138,7 @@ async fn cron(core: Rc<Core>) {
             persistence::cron(&core).await;
         }
         crate::commands::client::pause_cron(&core);
+        crate::commands::migrate::close_idle();
         core.shard.borrow_mut().active_expire(shard::unix_ms());
         memory_cron(&core);
         // Keys expired or evicted above: their tracking readers hear.

@@ -269,6 +269,10 @@ fn getkeys(conn: &mut Connection, args: Args, with_flags: bool) {
     }
     let rest = Args::new(args.buf(), &args.ranges()[2..]);
     let keys: Vec<usize> = spec.key_indexes(&rest).collect();
+    if keys.is_empty() && spec.keys.0 > 0 {
+        // It has keys, none in this line (MIGRATE k ... KEYS a).
+        return conn.error("ERR Invalid arguments specified for command");
+    }
     if keys.is_empty() {
         return conn.error("ERR The command has no key arguments");
     }
@@ -281,7 +285,11 @@ fn getkeys(conn: &mut Connection, args: Args, with_flags: bool) {
         other => Some(other),
     });
     // Our commands have one key spec for all keys, or one per key.
-    let flags = key_spec_flags(info);
+    let mut flags = key_spec_flags(info);
+    if spec.name == "migrate" {
+        // Every key has the first spec's flags, as migrateGetKeys says.
+        flags.truncate(1);
+    }
     let items = keys
         .iter()
         .enumerate()

@@ -18,6 +18,7 @@ mod latency;
 mod lcs;
 mod list;
 mod memory;
+pub mod migrate;
 mod module;
 pub mod monitor;
 mod persistence;
@@ -118,7 +119,10 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
     if conn.pipeline.unit.is_none() && !own_unit(spec) {
         let mut footprint = footprint_of(&conn.core, spec, conn.state.db, &args);
         footprint.whole = matches!(spec.route, shard::Route::AllShards(_));
-        if footprint.keys.len() > 1 || footprint.whole {
+        // MIGRATE waits on the network between its phases: its keys are
+        // held even when one shard owns them all.
+        let migrate = spec.name == "migrate";
+        if footprint.keys.len() > 1 || footprint.whole || (migrate && !footprint.keys.is_empty()) {
             // Split commands only send batches: the last shard's locks can
             // travel with its batch.
             let unit = match spec.route {
@@ -136,8 +140,10 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
             conn.pipeline.flush(&conn.core).await;
             conn.pipeline.unit = None;
             conn.pipeline.lock_with = None;
-            let touch =
-                spec.has_flag(shard::commands::flags::WRITE) && !matches!(spec.route, shard::Route::SplitKeys(_));
+            // MIGRATE's deletes touch WATCH themselves (a COPY touches none).
+            let touch = spec.has_flag(shard::commands::flags::WRITE)
+                && !matches!(spec.route, shard::Route::SplitKeys(_))
+                && !migrate;
             unit.release_touching(touch).await;
             return blocked;
         }
@@ -243,6 +249,7 @@ async fn run_deferred_command(conn: &mut Connection, spec: &'static CommandSpec,
         "msetnx" => keys::msetnx(conn, args).await,
         "rename" | "renamenx" => keys::rename(conn, args, spec.name == "renamenx").await,
         "copy" => keys::copy(conn, args).await,
+        "migrate" => migrate::migrate(conn, args).await,
         "zunion" | "zinter" | "zdiff" | "zintercard" | "zunionstore" | "zinterstore" | "zdiffstore" => {
             zset::setop(conn, spec, args).await
         }

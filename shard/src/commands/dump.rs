@@ -1,4 +1,5 @@
-//! DUMP and RESTORE: a value serialized as Redis's DUMP payload (RDB
+//! DUMP and RESTORE (and MIGRATE's entry: the proxy runs it, see
+//! proxy/src/commands/migrate.rs): a value serialized as Redis's DUMP payload (RDB
 //! encoding, version and CRC-64 footer), so values move between corekv and
 //! redis-server either way (`dumpCommand`, `restoreCommand`).
 
@@ -103,4 +104,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     // RESTORE as a cluster migration sends it (Redis's ASKING flag: corekv
     // moves no slots, so it is RESTORE itself).
     cmd!("restore-asking", -4, WRITE | DENYOOM, KEY1, Keyed, Some(restore)),
+    // DUMP here, RESTORE on another server, DEL here: network I/O between
+    // the phases, so the proxy runs it holding its keys.
+    cmd!("migrate", -6, WRITE, (3, 3, 1), Proxy, None).with_migrate_keys(),
 ];

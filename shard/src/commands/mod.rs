@@ -126,6 +126,28 @@ impl StoreKey {
 }
 /// `keynum.0` marking keys that follow a STREAMS keyword.
 pub const STREAMS_KEYWORD: u8 = u8::MAX;
+/// `keynum.0` marking MIGRATE's keys: argument 3, or those after KEYS.
+pub const MIGRATE_KEYWORD: u8 = u8::MAX - 1;
+
+/// MIGRATE's keys in its KEYS form (Redis's migrateGetKeys): what follows
+/// KEYS, none when the key argument is not empty (MIGRATE refuses that);
+/// `None` for the one-key form.
+fn migrate_keys(args: &Args) -> Option<std::ops::Range<usize>> {
+    let mut i = 6;
+    while i < args.len() {
+        if args.is(i, "keys") {
+            return Some(if args.get(3).is_empty() { i + 1..args.len() } else { 0..0 });
+        }
+        i += if args.is(i, "auth") {
+            2
+        } else if args.is(i, "auth2") {
+            3
+        } else {
+            1
+        };
+    }
+    None
+}
 
 pub struct CommandSpec {
     /// Lower case, as `COMMAND` reports it (`client|setname` for subcommands).
@@ -169,7 +191,7 @@ impl CommandSpec {
         let (first, last, step) = self.keys;
         let last = if last < 0 { argc as i32 + last } else { last.min(argc as i32 - 1) };
         let (first, step) = (first.max(0) as usize, step.max(1) as usize);
-        let end = if first == 0 { 0 } else { (last + 1).max(0) as usize };
+        let mut end = if first == 0 { 0 } else { (last + 1).max(0) as usize };
         let (at, from) = (self.keynum.0 as usize, self.keynum.1 as usize);
         let counted = if at == STREAMS_KEYWORD as usize {
             // XREAD/XREADGROUP: half of what follows STREAMS.
@@ -177,6 +199,8 @@ impl CommandSpec {
                 Some(i) if (argc - i - 1).is_multiple_of(2) => i + 1..i + 1 + (argc - i - 1) / 2,
                 _ => 0..0,
             }
+        } else if at == MIGRATE_KEYWORD as usize {
+            migrate_keys(args).inspect(|_| end = 0).unwrap_or(0..0)
         } else if at == 0 || at >= argc {
             0..0
         } else {
@@ -197,6 +221,12 @@ impl CommandSpec {
     /// The same spec with its keys after the STREAMS keyword (XREAD).
     pub const fn with_streams_keys(mut self) -> Self {
         self.keynum = (STREAMS_KEYWORD, 0);
+        self
+    }
+
+    /// The same spec with MIGRATE's keys (argument 3, or after KEYS).
+    pub const fn with_migrate_keys(mut self) -> Self {
+        self.keynum = (MIGRATE_KEYWORD, 0);
         self
     }
 
@@ -448,6 +478,10 @@ mod tests {
         assert_eq!(keys("mset", "mset a 1 b 2"), vec![1, 3]);
         assert_eq!(keys("del", "del a b c"), vec![1, 2, 3]);
         assert_eq!(keys("rename", "rename a b"), vec![1, 2]);
+        assert_eq!(keys("migrate", "migrate h 1 k 0 10"), vec![3]);
+        assert_eq!(keys("migrate", "migrate h 1  0 10"), vec![3]);
+        assert_eq!(keys("migrate", "migrate h 1 k 0 10 keys a"), Vec::<usize>::new());
+        assert_eq!(keys("migrate", "migrate h 1  0 10 auth keys auth2 u p keys a b"), vec![12, 13]);
         assert_eq!(keys("ping", "ping x"), Vec::<usize>::new());
         assert_eq!(keys("get", "get a"), vec![1]);
         assert_eq!(keys("sintercard", "sintercard 2 a b LIMIT 1"), vec![2, 3]);
