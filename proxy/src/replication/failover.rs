@@ -225,3 +225,43 @@ pub async fn clear(core: &Rc<Core>) {
 pub fn in_progress(c: &Core) -> bool {
     c.repl.failover.borrow().phase == Phase::InProgress
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn link(id: u64, port: u16, ack: u64, loaded: bool) -> ReplicaLink {
+        ReplicaLink {
+            id,
+            fd: -1,
+            ip: "127.0.0.1".into(),
+            listening_port: port,
+            state: LinkState::Online,
+            pos: 0,
+            ack,
+            ack_at: Instant::now(),
+            loaded,
+            killed: false,
+            soft_since: None,
+            waker: None,
+            peak_held: 0,
+            peak_raw: 0,
+        }
+    }
+
+    #[test]
+    fn the_target_is_the_named_replica_or_the_first_that_acknowledged_the_end() {
+        let mut p = Primary::new(1, "a".repeat(40), "0".repeat(40), 100, -1);
+        // Its cut's offset is not an acknowledgement: it never sent one.
+        p.replicas = vec![link(1, 7001, 100, false), link(2, 7002, 90, true), link(3, 7003, 100, true)];
+        let mut f = Failover::default();
+        assert_eq!(synced(&f, &p), Some(("127.0.0.1".into(), 7003)));
+        f.target = Some(("127.0.0.1".into(), 7002));
+        assert_eq!(synced(&f, &p), None);
+        p.replicas[1].ack = 100;
+        assert_eq!(synced(&f, &p), Some(("127.0.0.1".into(), 7002)));
+        f.target = Some(("127.0.0.1".into(), 7001));
+        assert_eq!(synced(&f, &p), None);
+    }
+}
