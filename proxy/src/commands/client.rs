@@ -9,7 +9,7 @@ use crate::coordinator::dispatch::{call, call_all};
 use crate::core::Core;
 use crate::pause::PauseKind;
 use crate::push::queue::core_of;
-use crate::replication::replica::is_replica;
+use crate::replication::replica::keep_dataset;
 use crate::session::Connection;
 use shard::args::parse_i64;
 use shard::reply::errors::*;
@@ -391,19 +391,9 @@ pub async fn unpause(conn: &mut Connection) {
 
 /// The cron's part: a pause that ran out is lifted.
 pub fn pause_cron(core: &Core) {
-    if core.pause.recorded() && core.pause.kind(shard::unix_ms()) == PauseKind::Off {
+    if core.pause.client_ran_out(shard::unix_ms()) {
         core.pause.lift();
         keep_dataset(core);
-    }
-}
-
-/// While paused the dataset stays as it is (Redis 7.0): expired keys are
-/// hidden but not deleted, no active expiry, no eviction (router.rs); as
-/// a replica keeps them anyway.
-fn keep_dataset(core: &Core) {
-    let keep = core.pause.recorded() || is_replica(core);
-    for db in &mut core.shard.borrow_mut().dbs {
-        db.keep_expired = keep;
     }
 }
 

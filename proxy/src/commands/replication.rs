@@ -1,9 +1,9 @@
-//! PSYNC, SYNC, REPLCONF, WAIT, ROLE, REPLICAOF/SLAVEOF (the machinery is
-//! in crate::replication).
+//! PSYNC, SYNC, REPLCONF, WAIT, ROLE, REPLICAOF/SLAVEOF, FAILOVER (the
+//! machinery is in crate::replication).
 
 use super::reply::reply;
 use crate::replication::handoff::SyncRequest;
-use crate::replication::{info, replica, wait};
+use crate::replication::{failover, info, replica, role, wait};
 use crate::session::Connection;
 use shard::reply::errors::SYNTAX;
 use shard::Args;
@@ -12,9 +12,14 @@ const NOT_INT: &str = "ERR value is not an integer or out of range";
 
 /// PSYNC replid offset / SYNC: the connection becomes the replica's link
 /// once this batch's replies are out (conn.rs hands its socket over).
+/// `PSYNC replid offset FAILOVER` (a primary handing over) waits for the
+/// earlier replies: `psync_failover`.
 pub fn sync(conn: &mut Connection, args: Args) {
     if conn.state.multi.is_some() {
         return conn.error("ERR Replica can't interact with the keyspace");
+    }
+    if conn.core.pause.in_failover() {
+        return conn.error("NOMASTERLINK Can't SYNC while failing over");
     }
     let request = if args.is(0, "psync") {
         let replid = String::from_utf8_lossy(args.get(1)).into_owned();
@@ -24,6 +29,25 @@ pub fn sync(conn: &mut Connection, args: Args) {
         SyncRequest::Sync
     };
     conn.state.sync = Some(request);
+}
+
+/// Whether this PSYNC asks this process to take over (Redis's syncCommand).
+pub fn is_failover_request(args: &Args) -> bool {
+    args.is(0, "psync") && args.len() > 3 && args.is(3, "failover")
+}
+
+/// PSYNC replid offset FAILOVER: promoted when `replid` is the history it
+/// follows, then the primary's resync as any PSYNC.
+pub async fn psync_failover(conn: &mut Connection, args: Args<'_>) {
+    if conn.state.multi.is_some() {
+        return conn.error("ERR Replica can't interact with the keyspace");
+    }
+    let replid = String::from_utf8_lossy(args.get(1)).into_owned();
+    let client = format!("id={}", conn.state.id);
+    if let Err(e) = role::failover_request(&conn.core, replid, client).await {
+        return conn.error(e);
+    }
+    sync(conn, args)
 }
 
 /// REPLCONF option value ...: what a replica announces before PSYNC.
@@ -116,8 +140,48 @@ pub async fn replicaof(conn: &mut Connection, args: Args<'_>) {
             None => return conn.error(NOT_INT),
         }
     };
-    match replica::replicaof(&conn.core, target).await {
+    match role::replicaof(&conn.core, target).await {
         Ok(status) => reply(conn, |r| r.simple(status)),
         Err(e) => conn.error(&e),
+    }
+}
+
+/// FAILOVER [TO host port [FORCE]] [ABORT] [TIMEOUT milliseconds], parsed
+/// as Redis's failoverCommand (each option once, errors in its order).
+pub async fn failover(conn: &mut Connection, args: Args<'_>) {
+    if conn.cluster {
+        return conn.error("ERR FAILOVER not allowed in cluster mode. Use CLUSTER FAILOVER command instead.");
+    }
+    if args.len() == 2 && args.is(1, "abort") {
+        return match failover::abort(&conn.core, "Failover manually aborted").await {
+            true => reply(conn, |r| r.ok()),
+            false => conn.error("ERR No failover in progress."),
+        };
+    }
+    let number = |i: usize| std::str::from_utf8(args.get(i)).ok().and_then(|s| s.parse::<i64>().ok());
+    let mut request = failover::Request { target: None, timeout_ms: 0, force: false };
+    let mut j = 1;
+    while j < args.len() {
+        if args.is(j, "timeout") && j + 1 < args.len() && request.timeout_ms == 0 {
+            let Some(ms) = number(j + 1) else { return conn.error(NOT_INT) };
+            if ms <= 0 {
+                return conn.error("ERR FAILOVER timeout must be greater than 0");
+            }
+            request.timeout_ms = ms as u64;
+            j += 2;
+        } else if args.is(j, "to") && j + 2 < args.len() && request.target.is_none() {
+            let Some(port) = number(j + 2) else { return conn.error(NOT_INT) };
+            request.target = Some((String::from_utf8_lossy(args.get(j + 1)).into_owned(), port));
+            j += 3;
+        } else if args.is(j, "force") && !request.force {
+            request.force = true;
+            j += 1;
+        } else {
+            return conn.error(SYNTAX);
+        }
+    }
+    match failover::start(&conn.core, request).await {
+        Ok(()) => reply(conn, |r| r.ok()),
+        Err(e) => conn.error(e),
     }
 }

@@ -7,6 +7,7 @@
 use super::block::Block;
 use super::merge::Shipped;
 use super::primary::Primary;
+use super::state::Phase;
 use crate::coordinator::dispatch::{call, call_all};
 use crate::core::{random_id, Core};
 use crate::log;
@@ -161,6 +162,73 @@ pub async fn flushed(core: &Rc<Core>, marks: &[u64]) -> bool {
     call_all(core, move |c| c.repl.acked.get() >= marks[c.index]).await.into_iter().all(|ok| ok.unwrap_or(true))
 }
 
+/// Waits until every shard's items made so far are out of the merge (in
+/// the stream), then runs `then` on the hub in that same step (WAIT's
+/// target, FAILOVER's offset). `None`: no stream.
+pub async fn when_drained<R, F>(core: &Rc<Core>, then: F) -> Option<R>
+where
+    R: Send + 'static,
+    F: FnOnce(&Rc<Core>, &mut Primary) -> R + Send + Clone + 'static,
+{
+    let started = call(core, HUB, |c| c.repl.primary.borrow().is_some()).await.unwrap_or(false);
+    if !started {
+        return None;
+    }
+    let marks = flush_marks(core).await;
+    while !flushed(core, &marks).await {
+        glommio::timer::sleep(Duration::from_micros(200)).await;
+    }
+    // Taken in is not yet out: an item may wait in the merge behind a unit.
+    loop {
+        let (marks, then) = (marks.clone(), then.clone());
+        let out = call(core, HUB, move |c| {
+            let mut primary = c.repl.primary.borrow_mut();
+            let Some(p) = primary.as_mut() else { return Some(None) };
+            if marks.iter().enumerate().any(|(s, &m)| p.merger.out_before(s) < m) {
+                return None;
+            }
+            Some(Some(then(c, p)))
+        })
+        .await
+        .unwrap_or(Some(None));
+        match out {
+            Some(r) => return r,
+            None => glommio::timer::sleep(Duration::from_micros(200)).await,
+        }
+    }
+}
+
+/// A promotion (REPLICAOF NO ONE, PSYNC FAILOVER): the stream starts anew
+/// before any write is taken, under the new replication id, continuing
+/// the primary's history (replid2) from the offset applied. Replicas of
+/// the old stream are disconnected (Redis's replicationUnsetMaster): they
+/// resync partially with the new id.
+pub async fn restart_stream(core: &Rc<Core>) {
+    let rebased = when_drained(core, |c, p| {
+        let (replid2, offset) =
+            crate::replication::replica::master_replid_offset(c).unwrap_or_else(|| ("0".repeat(40), p.backlog.end));
+        p.replid = c.repl.replid.borrow_mut().get_or_insert_with(random_id).clone();
+        p.second_offset = offset as i64 + 1;
+        p.replid2 = replid2;
+        p.backlog = super::backlog::Backlog::starting_at(offset);
+        p.cuts.clear();
+        for r in &mut p.replicas {
+            r.killed = true;
+            // SAFETY: as in `enforce_limits`.
+            unsafe {
+                libc::shutdown(r.fd, libc::SHUT_RDWR);
+            }
+            if let Some(w) = r.waker.take() {
+                w.wake();
+            }
+        }
+    })
+    .await;
+    if rebased.is_none() {
+        ensure_started(core).await;
+    }
+}
+
 /// The codec for this shard's blocks now, if any.
 fn codec(core: &Core) -> Option<(shard::config::ReplCompression, i32)> {
     let config = core.config();
@@ -241,7 +309,9 @@ async fn cron(core: Rc<Core>) {
             })
             .detach();
         }
-        if !p.replicas.is_empty() && last_ping.elapsed() >= Duration::from_secs(period) {
+        // Not while a failover waits for a replica to reach the offset.
+        let failing_over = core.repl.failover.borrow().phase == Phase::WaitForSync;
+        if !p.replicas.is_empty() && !failing_over && last_ping.elapsed() >= Duration::from_secs(period) {
             last_ping = Instant::now();
             p.append(Block::raw(b"*1\r\n$4\r\nPING\r\n".to_vec()));
         }

@@ -57,12 +57,17 @@ pub async fn section(core: &Rc<Core>) -> String {
     let primary = call(core, HUB, move |c| {
         let primary = c.repl.primary.borrow();
         let mut out = String::new();
+        let failover = c.repl.failover.borrow().phase.word();
+        // A replica shows its primary's id and the offset it applied (a
+        // demoted primary's own stream goes on with what it applies).
+        let replica = c.repl.replica.link.borrow().master.is_some();
+        let (replid, offset) = super::replica::master_replid_offset(c)
+            .filter(|_| replica || primary.is_none())
+            .or_else(|| primary.as_ref().map(|p| (p.replid.clone(), p.backlog.end)))
+            .unwrap_or_else(|| (c.repl.replid.borrow_mut().get_or_insert_with(crate::core::random_id).clone(), 0));
         let Some(p) = primary.as_ref() else {
-            // A replica shows its primary's id and the offset it applied.
-            let (replid, offset) = super::replica::master_replid_offset(c)
-                .unwrap_or_else(|| (c.repl.replid.borrow_mut().get_or_insert_with(crate::core::random_id).clone(), 0));
             return format!(
-                "connected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+                "connected_slaves:0\r\nmaster_failover_state:{failover}\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
                 "0".repeat(40)
             );
         };
@@ -91,10 +96,8 @@ pub async fn section(core: &Rc<Core>) -> String {
         let stream_ratio = ratio(p.raw_in, p.held_in);
         let _ = write!(
             out,
-            "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:1\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{}\r\nrepl_stream_compression_ratio:{stream_ratio:.2}\r\n",
-            p.replid,
+            "master_failover_state:{failover}\r\nmaster_replid:{replid}\r\nmaster_replid2:{}\r\nmaster_repl_offset:{offset}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:1\r\nrepl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:{first}\r\nrepl_backlog_histlen:{}\r\nrepl_stream_compression_ratio:{stream_ratio:.2}\r\n",
             p.replid2,
-            p.backlog.end,
             p.second_offset,
             p.backlog.histlen(),
         );

@@ -7,12 +7,14 @@
 //! ordered stream (`merge.rs`) and keeps it in the backlog every replica
 //! reads from (`backlog.rs`, `primary.rs`); `sync.rs` runs a replica's
 //! full or partial resync, `feeder.rs` feeds it the stream, `wait.rs` is
-//! WAIT, `info.rs` INFO replication and ROLE. As a replica (`replica/`):
+//! WAIT, `info.rs` INFO replication and ROLE, `role.rs` role changes
+//! (REPLICAOF), `failover.rs` FAILOVER. As a replica (`replica/`):
 //! the link to the primary, the RDB it sends loaded into every shard in
 //! parallel, and the command stream applied on the owning cores.
 
 pub mod backlog;
 pub mod block;
+pub mod failover;
 pub mod feeder;
 pub mod handoff;
 pub mod hub;
@@ -20,6 +22,7 @@ pub mod info;
 pub mod merge;
 pub mod primary;
 pub mod replica;
+pub mod role;
 pub mod state;
 pub mod sync;
 pub mod wait;

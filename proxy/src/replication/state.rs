@@ -22,6 +22,43 @@ pub struct ReplState {
     /// This process as a replica (the link to its primary).
     pub replica: ReplicaState,
     /// Core 0: the replication id, made on first use (INFO shows it before
-    /// any replica, as Redis's); DEBUG CHANGE-REPL-ID makes a new one.
+    /// any replica, as Redis's); DEBUG CHANGE-REPL-ID and a promotion make
+    /// a new one.
     pub replid: RefCell<Option<String>>,
+    /// Core 0: FAILOVER's state (`failover.rs` drives it).
+    pub failover: RefCell<Failover>,
+}
+
+/// Redis's failover_state, as INFO names it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum Phase {
+    #[default]
+    None,
+    /// Writes paused until a replica acknowledged the whole stream.
+    WaitForSync,
+    /// A replica of the target, whose PSYNC carries FAILOVER.
+    InProgress,
+}
+
+impl Phase {
+    pub fn word(self) -> &'static str {
+        match self {
+            Phase::None => "no-failover",
+            Phase::WaitForSync => "waiting-for-sync",
+            Phase::InProgress => "failover-in-progress",
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Failover {
+    pub phase: Phase,
+    /// The replica named (TO) or the first found synced.
+    pub target: Option<(String, u16)>,
+    /// Unix ms when it times out (0: never), and whether it then fails
+    /// over anyway.
+    pub end_ms: u64,
+    pub force: bool,
+    /// Numbers every change of the write pause sent to the cores.
+    pub pause_seq: u64,
 }

@@ -5,7 +5,7 @@
 //! answer is how many acknowledged that far before the timeout.
 
 use super::block::Block;
-use super::hub::{flush_marks, flushed, HUB};
+use super::hub::{when_drained, HUB};
 use crate::coordinator::dispatch::call;
 use crate::core::Core;
 use std::rc::Rc;
@@ -17,37 +17,14 @@ const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
 /// for as long as it takes).
 pub async fn wait(core: &Rc<Core>, wanted: u64, timeout_ms: u64) -> u64 {
     let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
-    let started = call(core, HUB, |c| c.repl.primary.borrow().is_some()).await.unwrap_or(false);
-    if !started {
-        return 0;
-    }
-    let marks = flush_marks(core).await;
-    while !flushed(core, &marks).await {
-        glommio::timer::sleep(Duration::from_micros(200)).await;
-    }
-    // Taken in is not yet out: an item may wait in the merge behind a
-    // unit. The target is the stream's end once all of them are out.
-    let target = loop {
-        let marks = marks.clone();
-        let out = call(core, HUB, move |c| {
-            let mut primary = c.repl.primary.borrow_mut();
-            let Some(p) = primary.as_mut() else { return Some(None) };
-            if marks.iter().enumerate().any(|(s, &m)| p.merger.out_before(s) < m) {
-                return None;
-            }
-            let target = p.backlog.end;
-            if p.replicas.iter().filter(|r| r.ack >= target).count() < p.replicas.len() {
-                p.append(Block::raw(GETACK.to_vec()));
-            }
-            Some(Some(target))
-        })
-        .await
-        .unwrap_or(Some(None));
-        match out {
-            Some(target) => break target,
-            None => glommio::timer::sleep(Duration::from_micros(200)).await,
+    let target = when_drained(core, |_, p| {
+        let target = p.backlog.end;
+        if p.replicas.iter().filter(|r| r.ack >= target).count() < p.replicas.len() {
+            p.append(Block::raw(GETACK.to_vec()));
         }
-    };
+        target
+    })
+    .await;
     let Some(target) = target else { return 0 };
     loop {
         let acked = call(core, HUB, move |c| {

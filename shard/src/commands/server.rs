@@ -223,6 +223,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     cmd!("wait", 3, NOSCRIPT, NOKEYS, Proxy, None),
     cmd!("role", 1, NOSCRIPT | LOADING | STALE | FAST, NOKEYS, Proxy, None),
     cmd!("replicaof", 3, ADMIN | NOSCRIPT | STALE, NOKEYS, Proxy, None),
+    cmd!("failover", -1, ADMIN | NOSCRIPT | STALE, NOKEYS, Proxy, None),
     cmd!("slaveof", 3, ADMIN | NOSCRIPT | STALE, NOKEYS, Proxy, None),
     cmd!("lastsave", 1, LOADING | STALE | FAST, NOKEYS, Proxy, None),
     cmd!("dbsize", 1, READONLY | FAST, NOKEYS, AllShards(Sum), Some(dbsize)),

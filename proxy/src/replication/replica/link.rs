@@ -10,6 +10,7 @@ use super::state::LinkStatus;
 use super::{apply, load, publish, transfer};
 use crate::core::Core;
 use crate::log;
+use crate::replication::failover;
 use glommio::net::TcpStream;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -72,14 +73,43 @@ async fn session(core: &Rc<Core>, host: &str, port: u16, generation: u64) -> Res
         let link = state.link.borrow();
         (link.replid.clone(), link.offset, link.synced)
     };
-    let reply = if synced {
-        let next = (offset + 1).to_string();
-        log::notice(&format!("Trying a partial resynchronization (request {replid}:{next})."));
-        io.call(&[b"PSYNC", replid.as_bytes(), next.as_bytes()], timeout).await?
-    } else {
-        log::notice("Partial resynchronization not possible (no cached master)");
-        io.call(&[b"PSYNC", b"?", b"-1"], timeout).await?
+    let next = (offset + 1).to_string();
+    let mut psync: Vec<&[u8]> = match synced {
+        true => {
+            log::notice(&format!("Trying a partial resynchronization (request {replid}:{next})."));
+            vec![&b"PSYNC"[..], replid.as_bytes(), next.as_bytes()]
+        }
+        false => {
+            log::notice("Partial resynchronization not possible (no cached master)");
+            vec![&b"PSYNC"[..], b"?", b"-1"]
+        }
     };
+    // A primary handing over: the target promotes itself on this PSYNC.
+    let failing_over = failover::in_progress(core);
+    if failing_over {
+        // Every core refuses writes before the target's answer lifts the
+        // pause: the writes it held must not run here.
+        publish(core).await;
+        psync.push(b"FAILOVER");
+    }
+    let reply = match io.call(&psync, timeout).await {
+        Ok(reply) => reply,
+        Err(e) if failing_over => {
+            failover::abort(core, "Write error to failover target").await;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
+    // Any resync ends the failover (the pause with it); a refusal aborts it.
+    if failing_over {
+        match reply.starts_with("+FULLRESYNC") || reply.starts_with("+CONTINUE") {
+            true => failover::clear(core).await,
+            false => {
+                failover::abort(core, "Failover target rejected psync request").await;
+                return Err(format!("Failover target rejected PSYNC FAILOVER: {reply}"));
+            }
+        }
+    }
     if let Some(rest) = reply.strip_prefix("+FULLRESYNC") {
         let mut words = rest.split_whitespace();
         let (Some(id), Some(Ok(start))) = (words.next(), words.next().map(str::parse::<u64>)) else {

@@ -16,7 +16,7 @@ pub mod load;
 pub mod state;
 pub mod transfer;
 
-use crate::coordinator::dispatch::{call, call_all};
+use crate::coordinator::dispatch::call_all;
 use crate::core::Core;
 use crate::log;
 use state::{LinkStatus, LINK_DOWN, LOADING, REPLICA};
@@ -44,40 +44,37 @@ pub fn start_as_replica(core: &Core, target: (String, u16)) {
     }
 }
 
-/// REPLICAOF host port / REPLICAOF NO ONE (`None`). Ok: the status text to
-/// reply (`OK`, `OK Already connected to specified master`); Err: the
-/// error text. The link starts (or stops) on core 0; once this returns,
-/// every core refuses writes (or accepts them again).
-pub async fn replicaof(core: &Rc<Core>, target: Option<(String, u16)>) -> Result<&'static str, String> {
-    if core.cluster().enabled() {
-        return Err("ERR REPLICAOF not allowed in cluster mode.".into());
-    }
-    let changed = call(core, 0, move |c| set_master(c, target)).await;
-    let Some((reply, mode)) = changed else {
-        return Err("ERR shard unavailable (server shutting down)".into());
-    };
-    if let Some(mode) = mode {
-        call_all(core, move |c| apply_mode(c, mode)).await;
-    }
-    Ok(reply)
-}
-
-/// Core 0: records the new target and wakes the link's supervisor.
-fn set_master(core: &Core, target: Option<(String, u16)>) -> (&'static str, Option<(u64, u8)>) {
+/// Core 0: records the new target (`None`: a primary) and wakes the link's
+/// supervisor; logs `why` when something changes. Returns the reply's
+/// status, the mode every core takes next (when it changed) and whether
+/// this was a promotion. A primary turning replica continues its own
+/// stream's history, `own` (its replid and end: Redis's
+/// replicationCacheMasterUsingMyself); a promoted replica takes a new
+/// replication id (shiftReplicationId).
+pub fn set_master(
+    core: &Core,
+    target: Option<(String, u16)>,
+    why: &str,
+    own: Option<(String, u64)>,
+) -> (&'static str, Option<(u64, u8)>, bool) {
     let mut link = core.repl.replica.link.borrow_mut();
     match (&link.master, &target) {
-        (None, None) => return ("OK", None),
+        (None, None) => return ("OK", None, false),
         (Some((h, p)), Some((host, port))) if h.eq_ignore_ascii_case(host) && p == port => {
             log::notice(
                 "REPLICAOF would result into synchronization with the master we are already connected with. No operation performed.",
             );
-            return ("OK Already connected to specified master", None);
+            return ("OK Already connected to specified master", None, false);
         }
         _ => {}
     }
-    match &target {
-        Some((host, port)) => log::notice(&format!("REPLICAOF {host}:{port} enabled (user request)")),
-        None => log::notice("MASTER MODE enabled (user request)"),
+    log::notice(why);
+    let promoted = target.is_none();
+    if let Some((replid, end)) = own.filter(|_| link.master.is_none()) {
+        (link.replid, link.offset, link.read_offset, link.synced) = (replid, end, end, true);
+    }
+    if promoted {
+        *core.repl.replid.borrow_mut() = Some(crate::core::random_id());
     }
     link.master = target;
     link.generation += 1;
@@ -87,7 +84,7 @@ fn set_master(core: &Core, target: Option<(String, u16)>) -> (&'static str, Opti
     }
     drop(link);
     core.repl.replica.wake.raise();
-    ("OK", Some(next_mode(core)))
+    ("OK", Some(next_mode(core)), promoted)
 }
 
 /// Core 0: the mode every core should have now, with a sequence number so
@@ -118,11 +115,16 @@ pub fn apply_mode(core: &Core, (seq, mode): (u64, u8)) {
     }
     state.mode_seen.set(seq);
     state.mode.set(mode);
-    // A CLIENT PAUSE keeps them too (commands/client.rs).
-    let keep_expired = mode & REPLICA != 0 || core.pause.recorded();
-    let mut shard = core.shard.borrow_mut();
-    for db in &mut shard.dbs {
-        db.keep_expired = keep_expired;
+    keep_dataset(core);
+}
+
+/// A replica's databases, and any while paused (Redis 7.0), stay as they
+/// are: expired keys are hidden but not deleted, no active expiry, no
+/// eviction (router.rs).
+pub fn keep_dataset(core: &Core) {
+    let keep = is_replica(core) || core.pause.recorded();
+    for db in &mut core.shard.borrow_mut().dbs {
+        db.keep_expired = keep;
     }
 }
 
@@ -139,17 +141,6 @@ pub async fn publish(core: &Rc<Core>) {
 pub fn master_replid_offset(core: &Core) -> Option<(String, u64)> {
     let link = core.repl.replica.link.borrow();
     link.synced.then(|| (link.replid.clone(), link.offset))
-}
-
-/// Core 0: sets the replication id and offset a later REPLICAOF asks to
-/// continue from (a promoted process's own id, as Redis's
-/// replicationCacheMasterUsingMyself).
-pub fn set_psync_base(core: &Core, replid: String, offset: u64) {
-    let mut link = core.repl.replica.link.borrow_mut();
-    link.replid = replid;
-    link.offset = offset;
-    link.read_offset = offset;
-    link.synced = true;
 }
 
 /// Core 0: ROLE on a replica: (host, port, state, offset applied while
