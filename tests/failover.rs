@@ -301,6 +301,21 @@ fn errors_timeout_and_abort_match_redis() {
     assert_eq!(err(same(&mut c, "PSYNC abc 1 FAILOVER")), "ERR PSYNC FAILOVER replid must match my replid.");
 }
 
+/// Plays a primary's side of a replica's handshake: the PSYNC's arguments,
+/// or `None` if the link closed or sent something else first.
+fn handshake(link: &mut Raw) -> Option<Vec<String>> {
+    loop {
+        let Some(Value::Array(args)) = link.read() else { return None };
+        let args: Vec<String> = args.iter().map(text).collect();
+        match args.first()?.to_ascii_uppercase().as_str() {
+            "PING" => link.send(b"+PONG\r\n"),
+            "REPLCONF" => link.send(b"+OK\r\n"),
+            "PSYNC" => return Some(args),
+            _ => return None,
+        }
+    }
+}
+
 /// FORCE after the timeout hands over to a replica that is behind; the
 /// target (a socket here) sees the handshake and `PSYNC <replid> <offset+1>
 /// FAILOVER`, and its +CONTINUE ends the failover.
@@ -316,19 +331,20 @@ fn force_hands_over_with_psync_failover() {
     assert_eq!(p.cmd_str("SET behind 1"), ok());
     let replid = field(&mut p, "master_replid");
     let line = format!("FAILOVER TO 127.0.0.1 {port} FORCE TIMEOUT 100");
-    assert_eq!(p.cmd_str(&line), ok());
+    let reply = p.cmd_str(&line);
+    assert_eq!(reply, ok(), "{}", text(&p.cmd_str("INFO replication")));
     let mut writer = primary.raw();
     writer.send(&Raw::encode(&[b"SET", b"held", b"1"]));
-    let (socket, _) = target.accept().unwrap();
-    let mut link = Raw::from_stream(socket);
-    let psync = loop {
-        let Some(Value::Array(args)) = link.read() else { panic!("the link's handshake") };
-        let args: Vec<String> = args.iter().map(text).collect();
-        match args[0].to_ascii_uppercase().as_str() {
-            "PING" => link.send(b"+PONG\r\n"),
-            "REPLCONF" => link.send(b"+OK\r\n"),
-            "PSYNC" => break args,
-            other => panic!("unexpected {other}"),
+    // Another test's replica may be dialling a port it was told is closed
+    // (tests run in parallel and ports are reused): only the link whose
+    // PSYNC says FAILOVER is the primary's.
+    let (mut link, psync) = loop {
+        let (socket, _) = target.accept().unwrap();
+        let mut link = Raw::from_stream(socket);
+        if let Some(psync) = handshake(&mut link) {
+            if psync.len() == 4 && psync[3] == "FAILOVER" {
+                break (link, psync);
+            }
         }
     };
     assert_eq!(psync.len(), 4, "{psync:?}");
