@@ -218,7 +218,7 @@ impl Connection {
                 let pending = filled - parser.consumed();
                 if pending as u64 > self.core.config().client_query_buffer_limit {
                     self.update_registry(pending, buf.len() - filled);
-                    let bytes = repr(&buf[parser.consumed()..filled.min(parser.consumed() + 64)]);
+                    let bytes = shard::config::repr(&buf[parser.consumed()..filled.min(parser.consumed() + 64)]);
                     log::warning(&format!(
                         "Closing client that reached max query buffer length: {} (qbuf initial bytes: {bytes})",
                         self.client_line()
@@ -533,26 +533,4 @@ async fn read_or_push(stream: &mut ClientStream, queue: &PushQueue, buf: &mut [u
         Pin::new(&mut *stream).poll_read(cx, buf).map(Some)
     })
     .await
-}
-
-/// Bytes as Redis's sdscatrepr shows them in log lines.
-fn repr(bytes: &[u8]) -> String {
-    let mut s = String::from("\"");
-    for &b in bytes {
-        match b {
-            b'\\' | b'"' => {
-                s.push('\\');
-                s.push(b as char);
-            }
-            b'\n' => s.push_str("\\n"),
-            b'\r' => s.push_str("\\r"),
-            b'\t' => s.push_str("\\t"),
-            7 => s.push_str("\\a"),
-            8 => s.push_str("\\b"),
-            b if b.is_ascii_graphic() || b == b' ' => s.push(b as char),
-            b => s.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    s.push('"');
-    s
 }

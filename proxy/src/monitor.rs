@@ -10,6 +10,7 @@
 use crate::core::Core;
 use crate::push::deliver::deliver;
 use shard::commands::flags::ADMIN;
+use shard::config::repr_into;
 use shard::{Args, CommandSpec};
 use std::fmt::Write;
 use std::rc::Rc;
@@ -52,7 +53,7 @@ pub fn line(spec: &CommandSpec, db: usize, origin: Origin, args: &Args) -> Optio
         if redacted.contains(&i) {
             out.push_str("\"(redacted)\"");
         } else {
-            repr(&mut out, arg);
+            repr_into(&mut out, arg);
         }
     }
     out.push_str("\r\n");
@@ -106,27 +107,6 @@ pub fn redacted_args(spec: &CommandSpec, args: &Args) -> Vec<usize> {
     }
 }
 
-/// Redis's sdscatrepr: quoted, with C escapes for the unprintable.
-pub fn repr(out: &mut String, bytes: &[u8]) {
-    out.push('"');
-    for &b in bytes {
-        match b {
-            b'\\' => out.push_str("\\\\"),
-            b'"' => out.push_str("\\\""),
-            b'\n' => out.push_str("\\n"),
-            b'\r' => out.push_str("\\r"),
-            b'\t' => out.push_str("\\t"),
-            7 => out.push_str("\\a"),
-            8 => out.push_str("\\b"),
-            0x20..=0x7e => out.push(b as char),
-            _ => {
-                let _ = write!(out, "\\x{b:02x}");
-            }
-        }
-    }
-    out.push('"');
-}
-
 impl Core {
     /// True while some client anywhere is in MONITOR mode.
     #[inline]
@@ -158,7 +138,7 @@ mod tests {
     #[test]
     fn repr_quotes_as_redis() {
         let mut s = String::new();
-        repr(&mut s, b"a\"b\\c\r\n\t\x07\x08\x01\xff ok");
+        repr_into(&mut s, b"a\"b\\c\r\n\t\x07\x08\x01\xff ok");
         assert_eq!(s, "\"a\\\"b\\\\c\\r\\n\\t\\a\\b\\x01\\xff ok\"");
     }
 }

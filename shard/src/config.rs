@@ -1075,6 +1075,33 @@ impl std::fmt::Display for ConfigError {
     }
 }
 
+/// Redis's `sdscatrepr`, the inverse of `split_args`: double-quoted, with C
+/// escapes for the unprintable (config files, MONITOR, log lines).
+pub fn repr_into(out: &mut String, bytes: &[u8]) {
+    out.push('"');
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'"' => out.push_str("\\\""),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            7 => out.push_str("\\a"),
+            8 => out.push_str("\\b"),
+            0x20..=0x7e => out.push(b as char),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('"');
+}
+
+/// `repr_into` as a new string.
+pub fn repr(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() + 2);
+    repr_into(&mut s, bytes);
+    s
+}
+
 /// Redis's `sdssplitargs`: splits on whitespace, honouring "double quotes"
 /// with \n \r \t \b \a \\ \" \xHH escapes and 'single quotes' with \'.
 /// `None` on unbalanced quotes or a closing quote not followed by a space.
