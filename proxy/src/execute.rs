@@ -14,12 +14,12 @@ use shard::{Args, CommandSpec, Reply, Route};
 use std::time::Instant;
 
 impl Core {
-    /// Runs one command on this core's shard, appending its reply to `out`.
+    /// `execute_local` for a script's command: MONITOR shows it as `lua`
+    /// (a client's commands are shown by the router); `caller` is the
+    /// script's client (CLIENT TRACKING).
     #[inline]
-    /// Scripts' commands take this door: MONITOR shows them as `lua`;
-    /// `caller` is the script's client (CLIENT TRACKING).
     #[allow(clippy::too_many_arguments)]
-    pub fn execute_local(
+    pub fn execute_scripted(
         &self,
         caller: Caller,
         spec: &CommandSpec,
@@ -31,16 +31,17 @@ impl Core {
     ) {
         let line =
             if self.monitored() { crate::monitor::line(spec, db, crate::monitor::Origin::Lua, &args) } else { None };
-        self.execute_local_as(caller, spec, db, resp3, now, args, out);
+        self.execute_local(caller, spec, db, resp3, now, args, out);
         if let Some(line) = line {
             self.feed_monitors(&line);
         }
     }
 
-    /// `execute_local` for a client with CLIENT TRACKING (`caller`).
+    /// Runs one command on this core's shard for `caller` (CLIENT
+    /// TRACKING), appending its reply to `out`.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub fn execute_local_as(
+    pub fn execute_local(
         &self,
         caller: Caller,
         spec: &CommandSpec,

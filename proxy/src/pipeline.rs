@@ -203,7 +203,7 @@ impl Pipeline {
                 self.ranges.extend(indexes.iter().map(|&i| args.ranges()[i]));
                 let start = self.out.len() as u32;
                 let args = Args::new(args.buf(), &self.ranges);
-                core.execute_local_as(self.caller, spec, db, resp3, now, args, &mut self.out);
+                core.execute_local(self.caller, spec, db, resp3, now, args, &mut self.out);
                 if let Some(line) = self.monitor_line.take() {
                     core.feed_monitors(&line);
                 }

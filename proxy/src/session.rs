@@ -301,7 +301,7 @@ impl Connection {
     pub fn run_local(&mut self, spec: &'static CommandSpec, args: Args) {
         let (core, db, resp3, now, caller) =
             (&self.core, self.state.db, self.state.resp3, self.now, self.pipeline.caller);
-        self.pipeline.local(|out| core.execute_local_as(caller, spec, db, resp3, now, args, out));
+        self.pipeline.local(|out| core.execute_local(caller, spec, db, resp3, now, args, out));
         if let Some(line) = self.pipeline.monitor_line.take() {
             self.core.feed_monitors(&line);
         }

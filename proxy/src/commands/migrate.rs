@@ -15,6 +15,7 @@ use super::reply::reply;
 use crate::coordinator::dispatch::call;
 use crate::session::Connection;
 use shard::args::parse_i64;
+use shard::propagate::put_command;
 use shard::reply::errors::{NOT_INTEGER, SYNTAX};
 use shard::Args;
 use std::time::Duration;
@@ -125,16 +126,6 @@ async fn dump_keys(conn: &Connection, req: &Request, args: &Args<'_>) -> Option<
     Some(out)
 }
 
-/// Appends one command in RESP.
-fn put(out: &mut Vec<u8>, parts: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", parts.len()).as_bytes());
-    for p in parts {
-        out.extend_from_slice(format!("${}\r\n", p.len()).as_bytes());
-        out.extend_from_slice(p);
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
 /// What one attempt at the target came to.
 enum Sent {
     /// The target's replies: for each key, whether it took it; the first
@@ -156,7 +147,7 @@ fn restores(req: &Request, keys: &mut [Dumped], asking: bool) -> Vec<u8> {
         if req.replace {
             parts.push(b"REPLACE");
         }
-        put(&mut body, &parts);
+        put_command(&mut body, &parts);
     }
     body
 }
@@ -168,13 +159,13 @@ async fn send(mut link: Link, req: &Request, body: &[u8], count: usize) -> Sent 
     let mut cmd = Vec::new();
     if let Some((user, pass)) = &req.auth {
         match user {
-            Some(u) => put(&mut cmd, &[b"AUTH", u, pass]),
-            None => put(&mut cmd, &[b"AUTH", pass]),
+            Some(u) => put_command(&mut cmd, &[b"AUTH", u, pass]),
+            None => put_command(&mut cmd, &[b"AUTH", pass]),
         }
     }
     let select = link.last_db != req.db;
     if select {
-        put(&mut cmd, &[b"SELECT", req.db.to_string().as_bytes()]);
+        put_command(&mut cmd, &[b"SELECT", req.db.to_string().as_bytes()]);
     }
     for part in [&cmd[..], body] {
         if let Err(e) = link.write(part, req.timeout).await {

@@ -57,7 +57,7 @@ pub fn remote_call(
         let job = move |c: &crate::core::Core| {
             let (buf, ranges) = flatten(&parts);
             let mut out = Vec::new();
-            c.execute_local(tracking, spec, db, resp3, now, Args::new(&buf, &ranges), &mut out);
+            c.execute_scripted(tracking, spec, db, resp3, now, Args::new(&buf, &ranges), &mut out);
             out
         };
         if shard == core.index {

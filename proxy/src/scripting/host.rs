@@ -252,7 +252,7 @@ impl CoreHost<'_> {
         };
         if local && spec.handler.is_some() {
             let mut out = Vec::new();
-            self.core.execute_local(caller, spec, call.db, call.resp3, self.now, args, &mut out);
+            self.core.execute_scripted(caller, spec, call.db, call.resp3, self.now, args, &mut out);
             return Ok(out);
         }
         if matches!(spec.name, "publish" | "spublish") {
