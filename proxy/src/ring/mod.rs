@@ -135,6 +135,8 @@ pub struct Ring {
     state: RefCell<State>,
     config: RingConfig,
     eventfd: OwnedFd,
+    /// What `io_uring_enter` is given: the ring's registered index, or its fd.
+    enter_fd: EnterFd,
     fixed_files: u32,
     /// What the kernel accepted of the setup flags we asked for.
     pub setup: &'static str,
@@ -200,9 +202,8 @@ impl Ring {
 
     pub fn new(config: RingConfig) -> std::io::Result<Rc<Ring>> {
         let (uring, setup) = build(&config)?;
-        let mut submitter = uring.submitter();
-        // Registered ring fd: io_uring_enter skips the fd lookup. Optional.
-        let _ = submitter.register_ring_fd();
+        let submitter = uring.submitter();
+        let enter_fd = register_ring_fd(&uring);
         let fixed_files = match submitter.register_files_sparse(config.fixed_files) {
             Ok(()) => config.fixed_files,
             Err(e) => {
@@ -231,6 +232,7 @@ impl Ring {
             }),
             config,
             eventfd,
+            enter_fd,
             fixed_files,
             setup,
             kicked: Cell::new(false),
@@ -378,16 +380,14 @@ impl Ring {
     /// reap every completion. Returns the completions handled.
     fn turn(&self) -> usize {
         self.prepare(&mut self.state.borrow_mut());
-        let submitter = self.uring.submitter();
-        // SAFETY: GETEVENTS with min_complete 0 never blocks; it runs the
-        // deferred task work that posts completions (DEFER_TASKRUN).
+        // GETEVENTS with min_complete 0 never blocks; it runs the deferred
+        // task work that posts completions (DEFER_TASKRUN).
         let entered = if self.config.sqpoll_ms > 0 {
-            submitter.submit()
+            self.uring.submitter().submit()
         } else {
+            // SAFETY: only this thread touches the submission queue.
             let pending = unsafe { self.uring.submission_shared().len() } as u32;
-            unsafe {
-                submitter.enter::<libc::sigset_t>(pending, 0, 1 /* IORING_ENTER_GETEVENTS */, None)
-            }
+            self.enter_fd.enter(pending, 0, IORING_ENTER_GETEVENTS)
         };
         if let Err(e) = entered {
             if e.raw_os_error() != Some(libc::EINTR) && e.raw_os_error() != Some(libc::EBUSY) {
@@ -649,6 +649,63 @@ impl Ring {
                 unsafe { libc::read(self.eventfd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
             }
         }
+    }
+}
+
+const IORING_ENTER_GETEVENTS: u32 = 1;
+const IORING_ENTER_REGISTERED_RING: u32 = 1 << 4;
+const IORING_REGISTER_RING_FDS: libc::c_uint = 20;
+
+/// The ring as `io_uring_enter` names it. The io-uring crate keeps a
+/// registered ring fd in one `Submitter` value, and `IoUring::submitter()`
+/// makes a new one each time, so its registration never reached an enter:
+/// every turn paid the kernel's fd lookup (`fget`/`fput`) instead.
+#[derive(Clone, Copy)]
+enum EnterFd {
+    Registered(u32),
+    Plain(RawFd),
+}
+
+impl EnterFd {
+    fn enter(self, to_submit: u32, min_complete: u32, flags: u32) -> std::io::Result<usize> {
+        let (fd, flags) = match self {
+            EnterFd::Registered(index) => (index as libc::c_long, flags | IORING_ENTER_REGISTERED_RING),
+            EnterFd::Plain(fd) => (fd as libc::c_long, flags),
+        };
+        // SAFETY: io_uring_enter(2) with no signal mask reads and writes
+        // nothing of ours.
+        let r = unsafe {
+            libc::syscall(libc::SYS_io_uring_enter, fd, to_submit, min_complete, flags, std::ptr::null::<u8>(), 0usize)
+        };
+        if r < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(r as usize)
+        }
+    }
+}
+
+/// Registers the ring's fd (`IORING_REGISTER_RING_FDS`, Linux 5.18) so
+/// `io_uring_enter` skips the fd lookup; the plain fd where the kernel
+/// refuses.
+fn register_ring_fd(uring: &IoUring) -> EnterFd {
+    #[repr(C)]
+    struct RsrcUpdate {
+        offset: u32,
+        resv: u32,
+        data: u64,
+    }
+    let fd = uring.as_raw_fd();
+    let mut update = RsrcUpdate { offset: u32::MAX, resv: 0, data: fd as u64 };
+    // SAFETY: registers one ring fd, described by `update`, which the kernel
+    // fills with the index it chose.
+    let r = unsafe {
+        libc::syscall(libc::SYS_io_uring_register, fd, IORING_REGISTER_RING_FDS, &mut update as *mut RsrcUpdate, 1)
+    };
+    if r == 1 {
+        EnterFd::Registered(update.offset)
+    } else {
+        EnterFd::Plain(fd)
     }
 }
 
