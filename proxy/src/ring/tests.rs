@@ -5,11 +5,12 @@
 use super::stream::RingStream;
 use super::{Ring, RingConfig};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::shared_channel::{self, SharedReceiver, SharedSender};
 use glommio::{LocalExecutorBuilder, Placement};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Clone)]
@@ -21,7 +22,12 @@ enum Behaviour {
     /// Write `bytes` (a counting pattern) without reading; `written`
     /// counts what the writes accepted.
     Blast { bytes: usize, written: Arc<AtomicUsize> },
+    /// Echo through another executor: each read goes there and back over
+    /// glommio's shared channels (one connection takes the ends).
+    Relay { ends: Arc<Mutex<Option<RelayEnds>>> },
 }
+
+type RelayEnds = (SharedSender<Vec<u8>>, SharedReceiver<Vec<u8>>);
 
 struct Harness {
     addr: SocketAddr,
@@ -51,6 +57,20 @@ async fn serve(mut s: RingStream, b: Behaviour) {
             let mut b = [0u8; 1];
             let _ = s.read(&mut b).await;
         }
+        Behaviour::Relay { ends } => {
+            let (there, back) = ends.lock().unwrap().take().expect("one relayed connection");
+            let (there, back) = (there.connect().await, back.connect().await);
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                if there.send(buf[..n].to_vec()).await.is_err() {
+                    return;
+                }
+                let Some(reply) = back.recv().await else { return };
+                if s.write_all(&reply).await.is_err() {
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -74,6 +94,12 @@ fn pattern(n: usize) -> Vec<u8> {
 
 impl Harness {
     fn start(config: RingConfig, behaviour: Behaviour) -> Harness {
+        Self::start_ticking(config, behaviour, Duration::from_millis(1))
+    }
+
+    /// The executor's own task wakes every `tick` (to refresh `open` and
+    /// see `stop`); nothing else of the harness wakes it.
+    fn start_ticking(config: RingConfig, behaviour: Behaviour, tick: Duration) -> Harness {
         let stop = Arc::new(AtomicBool::new(false));
         let open = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -91,7 +117,7 @@ impl Harness {
                 tx.send(addr).unwrap();
                 while !stop2.load(Ordering::Relaxed) {
                     open2.store(ring.connections(), Ordering::Relaxed);
-                    glommio::timer::sleep(Duration::from_millis(1)).await;
+                    glommio::timer::sleep(tick).await;
                 }
                 ring.stop();
                 driver.await;
@@ -206,6 +232,38 @@ fn a_slow_readers_replies_stay_queued_up_to_the_high_water_mark() {
     c.write_all(b"x").unwrap();
     h.wait_open(0);
     h.finish();
+}
+
+#[test]
+fn a_parked_executor_wakes_for_another_executors_message() {
+    let (there_tx, there_rx) = shared_channel::new_bounded::<Vec<u8>>(16);
+    let (back_tx, back_rx) = shared_channel::new_bounded::<Vec<u8>>(16);
+    let peer = LocalExecutorBuilder::new(Placement::Unbound)
+        .spawn(move || async move {
+            let (from, to) = (there_rx.connect().await, back_tx.connect().await);
+            while let Some(m) = from.recv().await {
+                if to.send(m).await.is_err() {
+                    return;
+                }
+            }
+        })
+        .unwrap();
+    let ends = Arc::new(Mutex::new(Some((there_tx, back_rx))));
+    let tick = Duration::from_secs(5);
+    let h = Harness::start_ticking(RingConfig::default(), Behaviour::Relay { ends }, tick);
+    let mut c = h.connect();
+    // Each reply needs the peer's message to wake the parked executor; a
+    // lost wake-up would leave it to the harness's next tick.
+    c.set_read_timeout(Some(tick / 2)).unwrap();
+    for i in 0..200 {
+        let msg = pattern(1 + i % 50);
+        c.write_all(&msg).unwrap();
+        assert_eq!(read_exact(&mut c, msg.len()), msg, "round trip {i}");
+    }
+    drop(c);
+    h.wait_open(0);
+    h.finish();
+    peer.join().unwrap();
 }
 
 /// Opens `COREKV_IDLE_CLIENTS` = "addr count" connections, checks the first

@@ -1840,10 +1840,11 @@ impl Reactor {
         // one below on every call, and re-arms the throughput timer too:
         // three submissions and two `io_uring_enter`s per executor loop,
         // most of the cost of a lightly loaded shard. A pending preempt
-        // timer due no later than a new one would be is kept instead (it
-        // may preempt early, which only costs a reactor poll, or wake a
-        // sleep once), and the throughput timer is re-armed only once it
-        // has fired.
+        // timer due between half and all of a new one's duration from now
+        // is kept instead (it may preempt early, which only costs a
+        // reactor poll, or wake a sleep once; the executor does not take a
+        // preemption before any task ran for idleness), and the throughput
+        // timer is re-armed only once it has fired.
         let now = Instant::now();
         let timer_pending = |src: &Cell<Option<Source>>| {
             let s = src.take();
@@ -1856,7 +1857,7 @@ impl Reactor {
                 && self
                     .latency_preemption_deadline
                     .get()
-                    .is_some_and(|at| at <= now + d)
+                    .is_some_and(|at| now + d / 2 <= at && at <= now + d)
         };
         if !timer_pending(&self.throughput_preemption_timeout_src) {
             self.throughput_preemption_timeout_src.replace(Some(
