@@ -78,6 +78,9 @@ pub fn measure(
         failures: r.errors + r.mismatches + r.connection_errors + r.unanswered,
         ..Row::default()
     };
+    if let (true, Some(e)) = (row.failures > 0, &r.first_error) {
+        eprintln!("  first error: {e}");
+    }
     Ok((row, hist))
 }
 
