@@ -152,6 +152,8 @@ pub struct Ring {
     busy: Cell<bool>,
     /// The submission queue held entries at the executor's last poll.
     flush_due: Cell<bool>,
+    /// IORING_SQ_TASKRUN was set with nothing to post (see `turn`).
+    taskrun_stale: Cell<bool>,
     fixed_files: u32,
     /// What the kernel accepted of the setup flags we asked for.
     pub setup: &'static str,
@@ -262,6 +264,7 @@ impl Ring {
             wake_armed: [Cell::new(false), Cell::new(false)],
             busy: Cell::new(false),
             flush_due: Cell::new(false),
+            taskrun_stale: Cell::new(false),
             fixed_files,
             setup,
             kicked: Cell::new(false),
@@ -412,20 +415,35 @@ impl Ring {
     /// the park's one `io_uring_enter`.
     fn turn(&self) -> usize {
         self.prepare(&mut self.state.borrow_mut());
-        static SKIP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let skip_on = *SKIP.get_or_init(|| std::env::var("DBG_SKIP").map_or(true, |v| v != "0"));
-        if skip_on && self.parks_here && !self.busy.get() && !self.kernel_has_completions() {
+        if self.parks_here && !self.busy.get() && !self.kernel_has_completions() {
             return self.reap();
         }
         self.enter();
-        self.reap()
+        let mut n = self.reap();
+        // SAFETY: flags read only.
+        if n == 0 && self.parks_here && unsafe { self.uring.submission_shared() }.taskrun() {
+            // IORING_SQ_TASKRUN set, yet an enter with min_complete 0 posted
+            // nothing: the kernel (6.18) runs at most a batch of deferred
+            // work per enter and can leave the rest, flag set, to a wait.
+            // One completion asked for with a zero timeout runs it; skipping
+            // this, a burst of large requests left every connection
+            // unanswered while the driver spun on the flag. `taskrun_stale`
+            // keeps a flag with nothing behind it from spinning the driver.
+            let ts = types::Timespec::new();
+            let _ = self.uring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&ts));
+            n = self.reap();
+            self.taskrun_stale.set(n == 0);
+        } else if n > 0 {
+            self.taskrun_stale.set(false);
+        }
+        n
     }
 
     /// Completions wait in the kernel (flagged when `parks_here`).
     fn kernel_has_completions(&self) -> bool {
         // SAFETY: only this thread touches the submission queue.
         let sq = unsafe { self.uring.submission_shared() };
-        sq.taskrun() || sq.cq_overflow()
+        (sq.taskrun() && !self.taskrun_stale.get()) || sq.cq_overflow()
     }
 
     /// Completions wait in the kernel or the completion queue.
@@ -781,10 +799,8 @@ impl glommio::park_hook::ParkHook for Ring {
             }
         }
         self.flush_due.set(false);
-        let want = usize::from(!self.has_completions());
-        static CAP: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let cap = *CAP.get_or_init(|| std::env::var("DBG_CAP_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(0));
-        let timeout = if cap > 0 { Some(timeout.map_or(Duration::from_millis(cap), |t| t.min(Duration::from_millis(cap)))) } else { timeout };
+        // SAFETY: only this thread touches the completion queue.
+        let want = usize::from(unsafe { self.uring.completion_shared() }.is_empty() && !self.kernel_has_completions());
         let submitter = self.uring.submitter();
         warn_enter(match timeout {
             Some(d) => {

@@ -1852,17 +1852,14 @@ impl Reactor {
             src.set(s);
             pending
         };
-        static KEEP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let keep_on = *KEEP.get_or_init(|| std::env::var("DBG_KEEP").map_or(true, |v| v != "0"));
-        if !keep_on { drop(self.latency_preemption_timeout_src.take()); }
         let preempt_kept = |d: Duration| {
-            keep_on && timer_pending(&self.latency_preemption_timeout_src)
+            timer_pending(&self.latency_preemption_timeout_src)
                 && self
                     .latency_preemption_deadline
                     .get()
                     .is_some_and(|at| now + d / 2 <= at && at <= now + d)
         };
-        if !keep_on || !timer_pending(&self.throughput_preemption_timeout_src) {
+        if !timer_pending(&self.throughput_preemption_timeout_src) {
             self.throughput_preemption_timeout_src.replace(Some(
                 main_ring.prepare_throughput_preemption_timer(
                     self.ring_depth() as u32,
