@@ -5,9 +5,12 @@
 //! since the last turn sent together, and one `io_uring_enter` per turn to
 //! submit them and reap completions. Connections stay glommio tasks
 //! (`conn.rs`) reading and writing through `stream::RingStream`; the driver task
-//! ([`Ring::drive`]) wakes the ones that got input. The executor parks on
-//! the ring's eventfd when there is nothing to do, so timers and the mesh
-//! keep glommio's reactor.
+//! ([`Ring::drive`]) wakes the ones that got input. When there is nothing
+//! to do the executor parks in this ring ([`ParkHook`]): one
+//! `io_uring_enter` submits the replies queued since the last one and waits
+//! for input, a timer, or glommio's own rings (the mesh's wake-ups). Where
+//! the kernel lacks what that needs (`IORING_SQ_TASKRUN`, a wait timeout)
+//! glommio parks instead, on the ring's eventfd.
 //!
 //! Lifecycle: a connection's slot is freed only once its receive and send
 //! have completed (cancelled if need be), and the driver returns only when
@@ -29,6 +32,7 @@ use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 /// Sizes of one shard's ring.
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +77,8 @@ const ACCEPT: u64 = 1;
 const RECV: u64 = 2;
 const SEND: u64 = 3;
 const IGNORED: u64 = 4;
+/// A poll on one of glommio's ring fds, armed by a park.
+const WAKE: u64 = 5;
 
 fn user_data(kind: u64, key: usize) -> u64 {
     (key as u64) << 8 | kind
@@ -134,9 +140,22 @@ pub struct Ring {
     uring: IoUring,
     state: RefCell<State>,
     config: RingConfig,
-    eventfd: OwnedFd,
+    /// Signalled when completions wait; only without `parks_here`.
+    eventfd: Option<OwnedFd>,
     /// What `io_uring_enter` is given: the ring's registered index, or its fd.
     enter_fd: EnterFd,
+    /// The executor parks in this ring (see [`ParkHook`]): the kernel sets
+    /// `IORING_SQ_TASKRUN` when completions wait and takes a wait timeout.
+    parks_here: bool,
+    /// The poll on glommio's ring fd `i` is armed.
+    wake_armed: [Cell<bool>; 2],
+    /// The last turn left the driver busy: the next one submits at once
+    /// rather than leaving its entries to the park.
+    busy: Cell<bool>,
+    /// The submission queue held entries at the executor's last poll.
+    flush_due: Cell<bool>,
+    /// IORING_SQ_TASKRUN was set with nothing to post (see `turn`).
+    taskrun_stale: Cell<bool>,
     fixed_files: u32,
     /// What the kernel accepted of the setup flags we asked for.
     pub setup: &'static str,
@@ -151,12 +170,17 @@ pub struct Ring {
 }
 
 fn build(config: &RingConfig) -> std::io::Result<(IoUring, &'static str)> {
+    // TASKRUN_FLAG: the kernel flags waiting completions in the shared
+    // ring, so a turn or a park tells without a system call.
     let mut attempts: Vec<(&'static str, io_uring::Builder)> = Vec::new();
     if config.sqpoll_ms > 0 {
         let mut b = IoUring::builder();
         b.setup_sqpoll(config.sqpoll_ms).setup_single_issuer();
         attempts.push(("SQPOLL|SINGLE_ISSUER", b));
     }
+    let mut b = IoUring::builder();
+    b.setup_single_issuer().setup_defer_taskrun().setup_taskrun_flag();
+    attempts.push(("SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG", b));
     let mut b = IoUring::builder();
     b.setup_single_issuer().setup_defer_taskrun();
     attempts.push(("SINGLE_ISSUER|DEFER_TASKRUN", b));
@@ -211,14 +235,19 @@ impl Ring {
                 0
             }
         };
-        // SAFETY: eventfd returns a new fd or -1.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if efd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a fresh fd we own.
-        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
-        uring.submitter().register_eventfd(efd)?;
+        let parks_here = setup.contains("TASKRUN_FLAG") && config.sqpoll_ms == 0 && uring.params().is_feature_ext_arg();
+        let eventfd = if parks_here {
+            None
+        } else {
+            // SAFETY: eventfd returns a new fd or -1.
+            let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+            if efd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            uring.submitter().register_eventfd(efd)?;
+            // SAFETY: a fresh fd we own.
+            Some(unsafe { OwnedFd::from_raw_fd(efd) })
+        };
         let bufs = BufRing::register(&uring, 0, config.buffers, config.buffer_size)?;
         Ok(Rc::new_cyclic(|me| Ring {
             uring,
@@ -233,6 +262,11 @@ impl Ring {
             config,
             eventfd,
             enter_fd,
+            parks_here,
+            wake_armed: [Cell::new(false), Cell::new(false)],
+            busy: Cell::new(false),
+            flush_due: Cell::new(false),
+            taskrun_stale: Cell::new(false),
             fixed_files,
             setup,
             kicked: Cell::new(false),
@@ -378,8 +412,51 @@ impl Ring {
 
     /// One turn: submit what is queued, run the kernel's deferred work and
     /// reap every completion. Returns the completions handled.
+    /// Parking here, a turn enters the kernel only when completions wait
+    /// in it or the last turn was busy; otherwise what it queued goes with
+    /// the park's one `io_uring_enter`.
     fn turn(&self) -> usize {
         self.prepare(&mut self.state.borrow_mut());
+        if self.parks_here && !self.busy.get() && !self.kernel_has_completions() {
+            return self.reap();
+        }
+        self.enter();
+        let mut n = self.reap();
+        // SAFETY: flags read only.
+        if n == 0 && self.parks_here && unsafe { self.uring.submission_shared() }.taskrun() {
+            // IORING_SQ_TASKRUN set, yet an enter with min_complete 0 posted
+            // nothing: the kernel (6.18) runs at most a batch of deferred
+            // work per enter and can leave the rest, flag set, to a wait.
+            // One completion asked for with a zero timeout runs it; skipping
+            // this, a burst of large requests left every connection
+            // unanswered while the driver spun on the flag. `taskrun_stale`
+            // keeps a flag with nothing behind it from spinning the driver.
+            let ts = types::Timespec::new();
+            let _ = self.uring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&ts));
+            n = self.reap();
+            self.taskrun_stale.set(n == 0);
+        } else if n > 0 {
+            self.taskrun_stale.set(false);
+        }
+        n
+    }
+
+    /// Completions wait in the kernel (flagged when `parks_here`).
+    fn kernel_has_completions(&self) -> bool {
+        // SAFETY: only this thread touches the submission queue.
+        let sq = unsafe { self.uring.submission_shared() };
+        (sq.taskrun() && !self.taskrun_stale.get()) || sq.cq_overflow()
+    }
+
+    /// Completions wait in the kernel or the completion queue.
+    fn has_completions(&self) -> bool {
+        // SAFETY: only this thread touches the completion queue.
+        self.kernel_has_completions() || !unsafe { self.uring.completion_shared() }.is_empty()
+    }
+
+    /// Submits what is queued and runs the kernel's deferred work, without
+    /// waiting.
+    fn enter(&self) {
         // GETEVENTS with min_complete 0 never blocks; it runs the deferred
         // task work that posts completions (DEFER_TASKRUN).
         let entered = if self.config.sqpoll_ms > 0 {
@@ -389,12 +466,18 @@ impl Ring {
             let pending = unsafe { self.uring.submission_shared().len() } as u32;
             self.enter_fd.enter(pending, 0, IORING_ENTER_GETEVENTS)
         };
-        if let Err(e) = entered {
-            if e.raw_os_error() != Some(libc::EINTR) && e.raw_os_error() != Some(libc::EBUSY) {
-                log::warning(&format!("client ring: io_uring_enter: {e}"));
+        warn_enter(entered);
+    }
+
+    /// The driver, if it waits for work, is woken: returns 1 if it was.
+    fn wake_driver(&self) -> usize {
+        match self.driver.borrow_mut().take() {
+            Some(w) => {
+                w.wake();
+                1
             }
+            None => 0,
         }
-        self.reap()
     }
 
     fn reap(&self) -> usize {
@@ -410,6 +493,11 @@ impl Ring {
                 ACCEPT => self.accepted(&mut st, key, res, flags),
                 RECV => self.received(&mut st, key, res, flags),
                 SEND => self.sent(&mut st, key, res),
+                WAKE => {
+                    if let Some(armed) = self.wake_armed.get(key) {
+                        armed.set(false);
+                    }
+                }
                 _ => {}
             }
         }
@@ -592,11 +680,13 @@ impl Ring {
         st.stopping && st.conns.is_empty() && st.listeners.iter().all(|l| !l.armed)
     }
 
-    /// The driver: runs turns while there is work, parks the executor on the
-    /// ring's eventfd when there is none. Returns after [`Ring::stop`] once
-    /// everything is reaped.
+    /// The driver: runs turns while there is work and waits when there is
+    /// none, the executor parking in this ring (or, without `parks_here`,
+    /// on its eventfd). Returns after [`Ring::stop`] once everything is
+    /// reaped.
     pub async fn drive(self: Rc<Self>) {
-        let mut readiness = glommio::net::ReadReadiness::new(self.eventfd.as_raw_fd());
+        let _hook = self.parks_here.then(|| ParkHere::install(self.clone()));
+        let mut readiness = self.eventfd.as_ref().map(|fd| glommio::net::ReadReadiness::new(fd.as_raw_fd()));
         let mut busy_turns = 0u32;
         loop {
             self.kicked.set(false);
@@ -604,7 +694,7 @@ impl Ring {
             if self.finished() {
                 return;
             }
-            // Another turn at once only when it has something to submit:
+            // Another turn at once only when there is more to do:
             // completions that woke connections bring them back through a
             // kick when they have written; the rest needs nothing more.
             // SAFETY: only this thread touches the submission queue.
@@ -613,9 +703,12 @@ impl Ring {
             // overflow list until the next enter: nothing signals the
             // eventfd for them, so a park here would strand them (a send's
             // completion among them leaves that connection's replies queued).
-            let (unsubmitted, overflowed) = (!sq.is_empty(), sq.cq_overflow());
+            // Entries still queued go with the park when it is ours.
+            let (unsubmitted, overflowed) = (!sq.is_empty() && !self.parks_here, sq.cq_overflow());
             drop(sq);
-            if unsubmitted || overflowed || self.kicked.get() {
+            let busy = unsubmitted || overflowed || self.kicked.get();
+            self.busy.set(busy);
+            if busy {
                 self.tell_turn(true);
                 busy_turns += 1;
                 if busy_turns.is_multiple_of(TURNS_PER_REACTOR_POLL) {
@@ -625,20 +718,23 @@ impl Ring {
                 }
                 continue;
             }
-            // Wait for a kick (woken connections run first) or, with none,
-            // let the executor park on the eventfd. The turn clock goes
+            // Wait for a kick (woken connections run first) or completions,
+            // which the park (or the eventfd) reports. The turn clock goes
             // first: it must not outlive a park.
             self.tell_turn(false);
             let signalled = std::future::poll_fn(|cx| {
-                if self.kicked.get() {
+                if self.kicked.get() || (self.parks_here && self.has_completions()) {
                     return Poll::Ready(false);
                 }
                 *self.driver.borrow_mut() = Some(cx.waker().clone());
-                readiness.poll_ready(cx).map(|()| true)
+                match readiness.as_mut() {
+                    Some(r) => r.poll_ready(cx).map(|()| true),
+                    None => Poll::Pending,
+                }
             })
             .await;
             self.driver.borrow_mut().take();
-            if signalled {
+            if let (true, Some(fd)) = (signalled, &self.eventfd) {
                 // Reset the eventfd before the next turn's enter drains the
                 // kernel's work: with DEFER_TASKRUN it is signalled only when
                 // that work list goes from empty to not empty, so a reset
@@ -646,8 +742,85 @@ impl Ring {
                 // since.
                 let mut count = 0u64;
                 // SAFETY: reads 8 bytes into `count` from our eventfd.
-                unsafe { libc::read(self.eventfd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
+                unsafe { libc::read(fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
             }
+        }
+    }
+}
+
+/// This thread's executor parks in the ring while the driver runs.
+struct ParkHere;
+
+impl ParkHere {
+    fn install(ring: Rc<Ring>) -> ParkHere {
+        glommio::park_hook::set_park_hook(Some(ring));
+        ParkHere
+    }
+}
+
+impl Drop for ParkHere {
+    fn drop(&mut self) {
+        glommio::park_hook::set_park_hook(None);
+    }
+}
+
+impl glommio::park_hook::ParkHook for Ring {
+    fn poll(&self) -> usize {
+        if self.has_completions() {
+            self.wake_driver()
+        } else {
+            0
+        }
+    }
+
+    /// Entries queued before the executor's previous poll are submitted:
+    /// ones queued since usually go with the park that follows, and a
+    /// busy executor that never parks delays them by one poll at most.
+    fn flush(&self) {
+        // SAFETY: only this thread touches the submission queue.
+        let queued = !unsafe { self.uring.submission_shared() }.is_empty();
+        if queued && self.flush_due.replace(true) {
+            self.enter();
+            self.flush_due.set(false);
+        } else if !queued {
+            self.flush_due.set(false);
+        }
+    }
+
+    /// One `io_uring_enter`: submits what the turns queued and waits for a
+    /// completion; glommio's rings reach it through one-shot polls on
+    /// their fds (a remote wake-up completes the main ring's eventfd read).
+    fn park(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]) -> usize {
+        for (i, fd) in wake_fds.into_iter().enumerate() {
+            if !self.wake_armed[i].replace(true) {
+                self.push(
+                    opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build().user_data(user_data(WAKE, i)),
+                );
+            }
+        }
+        self.flush_due.set(false);
+        // SAFETY: only this thread touches the completion queue.
+        let want = usize::from(unsafe { self.uring.completion_shared() }.is_empty() && !self.kernel_has_completions());
+        let submitter = self.uring.submitter();
+        warn_enter(match timeout {
+            Some(d) => {
+                let ts = types::Timespec::from(d);
+                submitter.submit_with_args(want, &types::SubmitArgs::new().timespec(&ts))
+            }
+            None => submitter.submit_and_wait(want),
+        });
+        if self.has_completions() {
+            self.wake_driver()
+        } else {
+            0
+        }
+    }
+}
+
+fn warn_enter(entered: std::io::Result<usize>) {
+    if let Err(e) = entered {
+        if !matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY | libc::ETIME)) {
+            log::warning(&format!("client ring: io_uring_enter: {e}"));
         }
     }
 }

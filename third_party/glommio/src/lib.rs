@@ -435,6 +435,7 @@ mod error;
 mod executor;
 pub mod io;
 pub mod net;
+pub mod park_hook;
 mod shares;
 pub mod sync;
 pub mod timer;

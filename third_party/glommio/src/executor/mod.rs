@@ -1325,6 +1325,11 @@ impl LocalExecutor {
         loop {
             self.reactor.sys.install_eventfd();
             if self.need_preempt() {
+                // corekv: a preempt timer may fire before anything ran (the
+                // reactor keeps a pending one, see `sys::uring::Reactor::wait`):
+                // with queues still active that is not idleness, and reporting
+                // it as such would park the executor with runnable tasks.
+                ran |= !self.queues.borrow().active_executors.is_empty();
                 break;
             }
             if !self.run_one_task_queue() {

@@ -1237,6 +1237,8 @@ pub(crate) struct Reactor {
     poll_ring: RefCell<PollRing>,
 
     latency_preemption_timeout_src: Cell<Option<Source>>,
+    /// corekv: when the pending latency timer fires (see `wait`).
+    latency_preemption_deadline: Cell<Option<Instant>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
     link_fd: RawFd,
@@ -1368,6 +1370,7 @@ impl Reactor {
             latency_ring: RefCell::new(latency_ring),
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
+            latency_preemption_deadline: Cell::new(None),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
             link_fd,
@@ -1821,6 +1824,10 @@ impl Reactor {
         F: Fn() -> usize,
     {
         woke += self.flush_syscall_thread();
+        let hook = crate::park_hook::park_hook();
+        if let Some(hook) = &hook {
+            woke += hook.poll();
+        }
 
         let mut poll_ring = self.poll_ring.borrow_mut();
         let mut main_ring = self.main_ring.borrow_mut();
@@ -1829,22 +1836,37 @@ impl Reactor {
         // consume all events from the rings
         consume_rings!(into &mut woke; lat_ring, poll_ring, main_ring);
 
-        // Cancel the old timer regardless of whether we can sleep:
-        // if we won't sleep, we will register the new timer with its new
-        // value.
-        //
-        // But if we will sleep, there might be a timer registered that needs
-        // to be removed otherwise we'll wake up when it expires.
-        drop(self.latency_preemption_timeout_src.take());
-
-        // Schedule the throughput-based timeout immediately: it won't matter if we end
-        // up sleeping.
-        self.throughput_preemption_timeout_src.replace(Some(
-            main_ring.prepare_throughput_preemption_timer(
-                self.ring_depth() as u32,
-                self.eventfd_src.raw(),
-            ),
-        ));
+        // corekv: upstream cancels the latency timer here and arms a new
+        // one below on every call, and re-arms the throughput timer too:
+        // three submissions and two `io_uring_enter`s per executor loop,
+        // most of the cost of a lightly loaded shard. A pending preempt
+        // timer due between half and all of a new one's duration from now
+        // is kept instead (it may preempt early, which only costs a
+        // reactor poll, or wake a sleep once; the executor does not take a
+        // preemption before any task ran for idleness), and the throughput
+        // timer is re-armed only once it has fired.
+        let now = Instant::now();
+        let timer_pending = |src: &Cell<Option<Source>>| {
+            let s = src.take();
+            let pending = s.as_ref().is_some_and(|s| s.result().is_none());
+            src.set(s);
+            pending
+        };
+        let preempt_kept = |d: Duration| {
+            timer_pending(&self.latency_preemption_timeout_src)
+                && self
+                    .latency_preemption_deadline
+                    .get()
+                    .is_some_and(|at| now + d / 2 <= at && at <= now + d)
+        };
+        if !timer_pending(&self.throughput_preemption_timeout_src) {
+            self.throughput_preemption_timeout_src.replace(Some(
+                main_ring.prepare_throughput_preemption_timer(
+                    self.ring_depth() as u32,
+                    self.eventfd_src.raw(),
+                ),
+            ));
+        }
 
         // This will only dispatch if we run out of sqes. Which means until
         // flush_rings! nothing is really send to the kernel...
@@ -1862,10 +1884,13 @@ impl Reactor {
             && main_ring.can_sleep()
             && lat_ring.can_sleep();
 
+        let mut slept = false;
         if should_sleep {
             // We are about to go to sleep. It's ok to sleep, but if there
             // is a timer set, we need to make sure we wake up to handle it.
-            if let Some(dur) = user_timer {
+            // A hook's park takes the timeout itself.
+            if let (Some(dur), None) = (user_timer, &hook) {
+                self.latency_preemption_deadline.set(None);
                 self.latency_preemption_timeout_src
                     .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
                 assert!(flush_rings!(lat_ring)? > 0);
@@ -1886,7 +1911,11 @@ impl Reactor {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
-                if self.eventfd_src.is_installed().unwrap() {
+                if let (Some(hook), true) = (&hook, self.eventfd_src.is_installed().unwrap()) {
+                    slept = true;
+                    let _ = hook.park(user_timer, [main_ring.ring_fd(), self.link_fd]);
+                    consume_rings!(into &mut 0; lat_ring, poll_ring, main_ring);
+                } else if self.eventfd_src.is_installed().unwrap() {
                     self.link_rings_and_sleep(&mut main_ring)
                         .expect("some error");
                     // May have new cancellations related to the link ring fd.
@@ -1900,9 +1929,15 @@ impl Reactor {
         }
 
         if let Some(preempt) = preempt_timer() {
-            self.latency_preemption_timeout_src
-                .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
+            if !preempt_kept(preempt) {
+                self.latency_preemption_deadline.set(Some(Instant::now() + preempt));
+                self.latency_preemption_timeout_src
+                    .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
+            }
             flush_rings!(lat_ring, main_ring)?;
+        }
+        if let (Some(hook), false) = (&hook, slept) {
+            hook.flush();
         }
 
         // A Note about `need_preempt`:
