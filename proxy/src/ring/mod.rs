@@ -431,8 +431,7 @@ impl Ring {
             // this, a burst of large requests left every connection
             // unanswered while the driver spun on the flag. `taskrun_stale`
             // keeps a flag with nothing behind it from spinning the driver.
-            let ts = types::Timespec::new();
-            let _ = self.uring.submitter().submit_with_args(1, &types::SubmitArgs::new().timespec(&ts));
+            warn_enter(self.enter_fd.enter(0, 1, IORING_ENTER_GETEVENTS, Some(Duration::ZERO)));
             n = self.reap();
             self.taskrun_stale.set(n == 0);
         } else if n > 0 {
@@ -464,7 +463,7 @@ impl Ring {
         } else {
             // SAFETY: only this thread touches the submission queue.
             let pending = unsafe { self.uring.submission_shared().len() } as u32;
-            self.enter_fd.enter(pending, 0, IORING_ENTER_GETEVENTS)
+            self.enter_fd.enter(pending, 0, IORING_ENTER_GETEVENTS, None)
         };
         warn_enter(entered);
     }
@@ -790,7 +789,7 @@ impl glommio::park_hook::ParkHook for Ring {
     /// One `io_uring_enter`: submits what the turns queued and waits for a
     /// completion; glommio's rings reach it through one-shot polls on
     /// their fds (a remote wake-up completes the main ring's eventfd read).
-    fn park(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]) -> usize {
+    fn park(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]) {
         for (i, fd) in wake_fds.into_iter().enumerate() {
             if !self.wake_armed[i].replace(true) {
                 self.push(
@@ -799,20 +798,12 @@ impl glommio::park_hook::ParkHook for Ring {
             }
         }
         self.flush_due.set(false);
-        // SAFETY: only this thread touches the completion queue.
-        let want = usize::from(unsafe { self.uring.completion_shared() }.is_empty() && !self.kernel_has_completions());
-        let submitter = self.uring.submitter();
-        warn_enter(match timeout {
-            Some(d) => {
-                let ts = types::Timespec::from(d);
-                submitter.submit_with_args(want, &types::SubmitArgs::new().timespec(&ts))
-            }
-            None => submitter.submit_and_wait(want),
-        });
+        let want = u32::from(!self.has_completions());
+        // SAFETY: only this thread touches the submission queue.
+        let pending = unsafe { self.uring.submission_shared().len() } as u32;
+        warn_enter(self.enter_fd.enter(pending, want, IORING_ENTER_GETEVENTS, timeout));
         if self.has_completions() {
-            self.wake_driver()
-        } else {
-            0
+            self.wake_driver();
         }
     }
 }
@@ -826,6 +817,7 @@ fn warn_enter(entered: std::io::Result<usize>) {
 }
 
 const IORING_ENTER_GETEVENTS: u32 = 1;
+const IORING_ENTER_EXT_ARG: u32 = 1 << 3;
 const IORING_ENTER_REGISTERED_RING: u32 = 1 << 4;
 const IORING_REGISTER_RING_FDS: libc::c_uint = 20;
 
@@ -840,16 +832,35 @@ enum EnterFd {
 }
 
 impl EnterFd {
-    fn enter(self, to_submit: u32, min_complete: u32, flags: u32) -> std::io::Result<usize> {
-        let (fd, flags) = match self {
+    /// `io_uring_enter(2)`; a `timeout` bounds the wait for `min_complete`
+    /// (`IORING_ENTER_EXT_ARG`, 5.11: the kernel answers ETIME).
+    fn enter(self, to_submit: u32, min_complete: u32, flags: u32, timeout: Option<Duration>) -> std::io::Result<usize> {
+        let (fd, mut flags) = match self {
             EnterFd::Registered(index) => (index as libc::c_long, flags | IORING_ENTER_REGISTERED_RING),
             EnterFd::Plain(fd) => (fd as libc::c_long, flags),
         };
-        // SAFETY: io_uring_enter(2) with no signal mask reads and writes
-        // nothing of ours.
-        let r = unsafe {
-            libc::syscall(libc::SYS_io_uring_enter, fd, to_submit, min_complete, flags, std::ptr::null::<u8>(), 0usize)
+        // `struct io_uring_getevents_arg` and `__kernel_timespec`.
+        #[repr(C)]
+        struct GeteventsArg {
+            sigmask: u64,
+            sigmask_sz: u32,
+            min_wait_usec: u32,
+            ts: u64,
+        }
+        let ts: [i64; 2];
+        let arg;
+        let (argp, argsz) = match timeout {
+            Some(d) => {
+                ts = [d.as_secs() as i64, i64::from(d.subsec_nanos())];
+                arg = GeteventsArg { sigmask: 0, sigmask_sz: 0, min_wait_usec: 0, ts: ts.as_ptr() as u64 };
+                flags |= IORING_ENTER_EXT_ARG;
+                (&arg as *const GeteventsArg as *const u8, std::mem::size_of::<GeteventsArg>())
+            }
+            None => (std::ptr::null(), 0),
         };
+        // SAFETY: io_uring_enter(2) reads `arg` and `ts` (alive until it
+        // returns) and nothing else of ours.
+        let r = unsafe { libc::syscall(libc::SYS_io_uring_enter, fd, to_submit, min_complete, flags, argp, argsz) };
         if r < 0 {
             Err(std::io::Error::last_os_error())
         } else {

@@ -21,8 +21,8 @@ pub trait ParkHook {
     /// The executor goes on without sleeping: submit what is pending.
     fn flush(&self);
     /// Blocks until the hook's ring has work, a `wake_fds` entry is
-    /// readable, or `timeout` passes; returns how many tasks it woke.
-    fn park(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]) -> usize;
+    /// readable, or `timeout` passes, and wakes the tasks its work is for.
+    fn park(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]);
 }
 
 thread_local! {

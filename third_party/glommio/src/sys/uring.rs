@@ -1845,14 +1845,13 @@ impl Reactor {
         // reactor poll, or wake a sleep once; the executor does not take a
         // preemption before any task ran for idleness), and the throughput
         // timer is re-armed only once it has fired.
-        let now = Instant::now();
         let timer_pending = |src: &Cell<Option<Source>>| {
             let s = src.take();
             let pending = s.as_ref().is_some_and(|s| s.result().is_none());
             src.set(s);
             pending
         };
-        let preempt_kept = |d: Duration| {
+        let preempt_kept = |now: Instant, d: Duration| {
             timer_pending(&self.latency_preemption_timeout_src)
                 && self
                     .latency_preemption_deadline
@@ -1913,7 +1912,7 @@ impl Reactor {
             if events == 0 {
                 if let (Some(hook), true) = (&hook, self.eventfd_src.is_installed().unwrap()) {
                     slept = true;
-                    let _ = hook.park(user_timer, [main_ring.ring_fd(), self.link_fd]);
+                    hook.park(user_timer, [main_ring.ring_fd(), self.link_fd]);
                     consume_rings!(into &mut 0; lat_ring, poll_ring, main_ring);
                 } else if self.eventfd_src.is_installed().unwrap() {
                     self.link_rings_and_sleep(&mut main_ring)
@@ -1929,8 +1928,9 @@ impl Reactor {
         }
 
         if let Some(preempt) = preempt_timer() {
-            if !preempt_kept(preempt) {
-                self.latency_preemption_deadline.set(Some(Instant::now() + preempt));
+            let now = Instant::now();
+            if !preempt_kept(now, preempt) {
+                self.latency_preemption_deadline.set(Some(now + preempt));
                 self.latency_preemption_timeout_src
                     .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
             }
