@@ -14,6 +14,8 @@ KS=${KS:-"1 8 14"}
 RATES=${RATES:-"50000 200000"}
 CL=${CL:-14-15}
 T=${T:-5}
+# Servers started here stop with the script, whatever ends it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 up() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; }
 ticks() { awk '{print $14, $15}' "/proc/$1/stat"; }
 # name pid port [--cluster]
