@@ -227,11 +227,13 @@ impl Connection {
                 }
             }
             read_first = true;
-            let started = self.core.now_instant();
             self.now = self.core.now_ms();
             // The first command's time starts here (not at the turn's
-            // clock, which other connections' work may have aged).
-            self.tally.clock = Instant::now();
+            // clock, which other connections' work may have aged); each
+            // command's end is the next one's start (observe.rs), and the
+            // last one's ends the batch: one clock read per command.
+            let started = Instant::now();
+            self.tally.clock = started;
             let mut commands = 0u64;
             let mut blocked = None;
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
@@ -301,7 +303,7 @@ impl Connection {
                 self.take_remote_slow();
             }
             if commands > 0 {
-                self.core.stats.latency.record(started.elapsed(), commands);
+                self.core.stats.latency.record(self.tally.clock.saturating_duration_since(started), commands);
             }
             if self.state.close {
                 return;
@@ -443,10 +445,10 @@ impl Connection {
         let subscribed = self.state.push.as_ref().is_some_and(|q| q.subscribed.get());
         let limit = if subscribed { limits.pubsub } else { limits.normal };
         let held = held as u64;
-        let now = Instant::now();
         let hard = limit.hard > 0 && held >= limit.hard;
         let mut soft = false;
         if limit.soft > 0 && held >= limit.soft {
+            let now = Instant::now();
             let since = *self.pipeline.soft_limit_since.get_or_insert(now);
             soft = now.duration_since(since).as_secs() > limit.soft_seconds;
         } else {
@@ -498,7 +500,8 @@ impl Connection {
     fn update_registry(&self, qbuf: usize, qbuf_free: usize) {
         let mut clients = self.core.clients.borrow_mut();
         if let Some(c) = clients.list.get_mut(self.state.registry_key) {
-            c.last_active = self.core.now_instant();
+            // The batch's clock: its start or its last command's end.
+            c.last_active = self.tally.clock;
             c.last_cmd = self.last_cmd;
             c.db = self.state.db;
             c.resp = if self.state.resp3 { 3 } else { 2 };

@@ -208,11 +208,8 @@ pub struct Core {
     pub aof: Aof,
     /// This core's part in snapshots.
     pub save: CoreSave,
-    /// (unix ms, instant) read once per busy client-ring turn, cleared before
-    /// the ring's driver waits (so never older than one turn): the
-    /// connections a busy turn wakes share one clock read, as Redis caches
-    /// its time per event-loop iteration.
-    pub turn_clock: Cell<Option<(u64, Instant)>>,
+    /// The clock shared by the connections one busy client-ring turn wakes.
+    pub turn_clock: TurnClock,
     /// Keys of this shard held by coordinator units.
     pub locks: RefCell<LockTable>,
     /// Replication: the hub (core 0), this shard's feed, the replica link.
@@ -251,7 +248,7 @@ impl Core {
             me,
             aof: Default::default(),
             save: Default::default(),
-            turn_clock: Cell::new(None),
+            turn_clock: TurnClock::default(),
             locks: Default::default(),
             repl: Default::default(),
             push: Default::default(),
@@ -290,12 +287,12 @@ impl Core {
     /// Unix ms for a batch of requests: the turn's clock when there is one.
     #[inline]
     pub fn now_ms(&self) -> u64 {
-        self.turn_clock.get().map_or_else(shard::unix_ms, |(ms, _)| ms)
+        self.turn_clock.cached(&self.turn_clock.ms, shard::unix_ms)
     }
 
     #[inline]
     pub fn now_instant(&self) -> Instant {
-        self.turn_clock.get().map_or_else(Instant::now, |(_, at)| at)
+        self.turn_clock.cached(&self.turn_clock.at, Instant::now)
     }
 
     /// A waiter id no other core will hand out.
@@ -307,5 +304,38 @@ impl Core {
 
     pub fn config(&self) -> std::cell::Ref<'_, shard::Config> {
         std::cell::Ref::map(self.shard.borrow(), |s| &s.config)
+    }
+}
+
+/// Unix ms and an instant read at most once per busy client-ring turn, at
+/// their first use, and forgotten when the next turn starts or the ring's
+/// driver waits (so never older than one turn): the connections a busy turn
+/// wakes share one clock read, as Redis caches its time per event-loop
+/// iteration, and a turn that runs no command reads no clock.
+#[derive(Default)]
+pub struct TurnClock {
+    open: Cell<bool>,
+    ms: Cell<Option<u64>>,
+    at: Cell<Option<Instant>>,
+}
+
+impl TurnClock {
+    /// A busy turn starts (`true`), or the driver is about to wait.
+    pub fn turn(&self, busy: bool) {
+        self.open.set(busy);
+        self.ms.set(None);
+        self.at.set(None);
+    }
+
+    #[inline]
+    fn cached<T: Copy>(&self, slot: &Cell<Option<T>>, read: impl FnOnce() -> T) -> T {
+        if let Some(value) = slot.get() {
+            return value;
+        }
+        let value = read();
+        if self.open.get() {
+            slot.set(Some(value));
+        }
+        value
     }
 }

@@ -369,7 +369,7 @@ async fn run_ring(
         spawn_conn(serving.clone(), ClientStream::Ring(stream), port, tls);
     });
     let clocked = core.clone();
-    ring.on_turn(move |busy| clocked.turn_clock.set(busy.then(|| (shard::unix_ms(), Instant::now()))));
+    ring.on_turn(move |busy| clocked.turn_clock.turn(busy));
     let driver = glommio::spawn_local(ring.clone().drive()).detach();
     listening();
     cron(core.clone()).await;
@@ -386,7 +386,7 @@ async fn run_ring(
     }
     ring.on_accept(|_, _| {});
     ring.on_turn(|_| {});
-    core.turn_clock.set(None);
+    core.turn_clock.turn(false);
     crate::persistence::aof::flush_at_exit(&core).await;
     Ok(())
 }

@@ -6,7 +6,7 @@
 //!
 
 use std::{
-    cell::RefCell,
+    cell::{Cell, RefCell},
     collections::BTreeMap,
     ffi::CString,
     fmt,
@@ -121,15 +121,18 @@ impl Timers {
 
     /// Return the duration until next event and the number of
     /// ready and woke timers.
-    fn process_timers(&mut self) -> (Option<Duration>, usize) {
-        let now = Instant::now();
-
-        // Split timers into ready and pending timers.
-        let pending = self.timers.split_off(&(now, 0));
-        let ready = mem::replace(&mut self.timers, pending);
-        let woke = ready.len();
-        for (_, waker) in ready {
-            wake!(waker);
+    fn process_timers(&mut self, now: Instant) -> (Option<Duration>, usize) {
+        // corekv: split only when a timer is due; `split_off` builds a new
+        // tree (allocations) on every poll otherwise.
+        let mut woke = 0;
+        if self.timers.keys().next().is_some_and(|(when, _)| *when < now) {
+            // Split timers into ready and pending timers.
+            let pending = self.timers.split_off(&(now, 0));
+            let ready = mem::replace(&mut self.timers, pending);
+            woke = ready.len();
+            for (_, waker) in ready {
+                wake!(waker);
+            }
         }
 
         // Calculate the duration until the next event.
@@ -155,6 +158,13 @@ pub(crate) struct Reactor {
     pub(crate) sys: sys::Reactor,
 
     timers: RefCell<Timers>,
+
+    /// corekv: the last clock read of the executor loop (a task queue's
+    /// run ending, a park returning, a timer pass), which the next timer
+    /// pass and task queue run use instead of reading the clock each: one
+    /// read per loop turn instead of four. It can only be behind, so a
+    /// timer fires late by at most one loop turn, never early.
+    pub(crate) clock: Cell<Option<Instant>>,
 
     shared_channels: RefCell<SharedChannels>,
 
@@ -188,6 +198,7 @@ impl Reactor {
         Ok(Reactor {
             sys,
             timers: RefCell::new(Timers::new()),
+            clock: Cell::new(None),
             shared_channels: RefCell::new(SharedChannels::new()),
             io_scheduler: Rc::new(IoScheduler::new()),
             record_io_latencies,
@@ -818,8 +829,13 @@ impl Reactor {
     ///
     /// Returns the duration until the next timer
     fn process_timers(&self) -> (Option<Duration>, usize) {
+        let now = self.clock.get().unwrap_or_else(|| {
+            let now = Instant::now();
+            self.clock.set(Some(now));
+            now
+        });
         let mut timers = self.timers.borrow_mut();
-        timers.process_timers()
+        timers.process_timers(now)
     }
 
     fn process_shared_channels(&self) -> usize {
@@ -852,6 +868,9 @@ impl Reactor {
     pub(crate) fn spin_poll_io(&self) -> io::Result<bool> {
         let mut woke = 0;
         self.sys.poll_io(&mut woke)?;
+        // corekv: the executor is about to park: the park's timeout needs
+        // the time now.
+        self.clock.set(None);
         woke += self.process_timers().1;
         woke += self.process_shared_channels();
 
@@ -876,6 +895,8 @@ impl Reactor {
         {
             // Don't wait for the next loop to process timers or shared channels
             Ok(true) => {
+                // corekv: the wait may have slept; read the clock again.
+                self.clock.set(None);
                 self.process_external_events();
                 Ok(true)
             }

@@ -1355,7 +1355,8 @@ impl LocalExecutor {
         drop(tq);
 
         let time = {
-            let now = Instant::now();
+            // corekv: the loop's last clock read (reactor.rs, `clock`).
+            let now = self.reactor.clock.take().unwrap_or_else(Instant::now);
             let mut queue_ref = queue.borrow_mut();
             queue_ref.prepare_to_run(now);
             self.reactor
@@ -1390,7 +1391,9 @@ impl LocalExecutor {
                     break;
                 }
             }
-            let elapsed = time.elapsed();
+            let end = Instant::now();
+            self.reactor.clock.set(Some(end));
+            let elapsed = end.saturating_duration_since(time);
             drop(guard);
             (elapsed, tasks_executed_this_loop)
         };
@@ -1488,7 +1491,8 @@ impl LocalExecutor {
                 let run = this.run_task_queues();
 
                 // account for runtime and poll/sleep if possible
-                let cur_time = Instant::now();
+                // corekv: a queue's run just read the clock (reactor.rs, `clock`).
+                let cur_time = this.reactor.clock.get().unwrap_or_else(Instant::now);
                 this.queues.borrow_mut().stats.total_runtime += cur_time - pre_time;
                 pre_time = cur_time;
                 if !run {
@@ -1500,7 +1504,8 @@ impl LocalExecutor {
                         break t.unwrap();
                     } else {
                         while !this.reactor.spin_poll_io().unwrap() {
-                            if pre_time.elapsed() > spin_before_park {
+                            // corekv: no clock read when there is no spinning.
+                            if spin_before_park.is_zero() || pre_time.elapsed() > spin_before_park {
                                 this.parker
                                     .park()
                                     .expect("Failed to park! This is actually pretty bad!");
@@ -1509,6 +1514,7 @@ impl LocalExecutor {
                         }
                         // reset the timer for deduct spin loop time
                         pre_time = Instant::now();
+                        this.reactor.clock.set(Some(pre_time));
                     }
                 }
             }
