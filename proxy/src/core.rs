@@ -287,12 +287,12 @@ impl Core {
     /// Unix ms for a batch of requests: the turn's clock when there is one.
     #[inline]
     pub fn now_ms(&self) -> u64 {
-        self.turn_clock.cached(&self.turn_clock.ms, shard::unix_ms)
+        self.turn_clock.ms()
     }
 
     #[inline]
     pub fn now_instant(&self) -> Instant {
-        self.turn_clock.cached(&self.turn_clock.at, Instant::now)
+        self.turn_clock.instant()
     }
 
     /// A waiter id no other core will hand out.
@@ -325,6 +325,16 @@ impl TurnClock {
         self.open.set(busy);
         self.ms.set(None);
         self.at.set(None);
+    }
+
+    #[inline]
+    fn ms(&self) -> u64 {
+        self.cached(&self.ms, shard::unix_ms)
+    }
+
+    #[inline]
+    fn instant(&self) -> Instant {
+        self.cached(&self.at, Instant::now)
     }
 
     #[inline]
