@@ -8,6 +8,7 @@ use crate::core::{Core, CoreStats};
 use crate::log;
 use crate::persistence::aof::durable;
 use crate::pipeline::Pipeline;
+use crate::prefetch;
 use crate::push::PushQueue;
 use crate::replication::handoff::SyncRequest;
 use crate::replication::sync::{serve_replica, Peer};
@@ -239,7 +240,11 @@ impl Connection {
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
             // Pushes that came before these commands go out before their replies.
             self.take_pushes();
+            let mut look_ahead_at = 0;
             loop {
+                if parser.consumed() >= look_ahead_at {
+                    look_ahead_at = prefetch::ahead(&self.core, self.state.db, &buf[..filled], parser.consumed());
+                }
                 let limits = Limits { proto_max_bulk_len, unauthenticated: !self.state.authenticated };
                 // CLIENT REPLY OFF/SKIP: this command's reply (or protocol
                 // error) is dropped.

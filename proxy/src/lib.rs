@@ -24,6 +24,7 @@ pub mod observe;
 pub mod pause;
 pub mod persistence;
 pub mod pipeline;
+pub mod prefetch;
 pub mod pubsub;
 pub mod push;
 pub mod replication;

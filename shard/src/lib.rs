@@ -15,6 +15,7 @@ pub mod memory;
 pub mod notify;
 pub mod numbers;
 pub mod observe;
+pub mod prefetch;
 pub mod propagate;
 pub mod rdb;
 pub mod reply;

@@ -37,6 +37,9 @@ pub struct Observe {
     pub unexpected_error_replies: u64,
     pub slowlog: slowlog::SlowLog,
     pub latency: latency::Events,
+    /// The last spec counted and its index: a pipeline of one command
+    /// finds its counters without `CommandSpec::index`'s search.
+    last: (usize, usize),
 }
 
 impl Default for Observe {
@@ -48,6 +51,7 @@ impl Default for Observe {
             unexpected_error_replies: 0,
             slowlog: Default::default(),
             latency: Default::default(),
+            last: (0, usize::MAX),
         }
     }
 }
@@ -111,7 +115,7 @@ impl Observe {
         error_counted: bool,
         blocked: bool,
     ) -> bool {
-        let Some(c) = self.commands.get_mut(spec.index()) else { return false };
+        let Some(c) = self.stat(spec) else { return false };
         c.calls += 1;
         c.usec += usec;
         if is_error(reply) {
@@ -125,11 +129,21 @@ impl Observe {
         !blocked && self.finished(config, spec, usec)
     }
 
+    /// `spec`'s counters.
+    #[inline]
+    fn stat(&mut self, spec: &CommandSpec) -> Option<&mut CommandStat> {
+        let at = spec as *const CommandSpec as usize;
+        if self.last.0 != at {
+            self.last = (at, spec.index());
+        }
+        self.commands.get_mut(self.last.1)
+    }
+
     /// The part of a split command run here: its time (the command is
     /// counted once, where it was split).
     #[inline]
     pub fn part(&mut self, spec: &CommandSpec, usec: u64) {
-        if let Some(c) = self.commands.get_mut(spec.index()) {
+        if let Some(c) = self.stat(spec) {
             c.usec += usec;
         }
     }
@@ -143,7 +157,7 @@ impl Observe {
     #[inline]
     fn finished(&mut self, config: &Config, spec: &CommandSpec, usec: u64) -> bool {
         if config.latency_tracking {
-            if let Some(c) = self.commands.get_mut(spec.index()) {
+            if let Some(c) = self.stat(spec) {
                 c.histogram.get_or_insert_with(Default::default).record(usec.saturating_mul(1000) as i64);
             }
         }
