@@ -32,11 +32,14 @@ pub fn ahead(core: &Core, db: usize, buf: &[u8], from: usize) -> usize {
     if n >= 2 {
         if let Ok(shard) = core.shard.try_borrow() {
             if let Some(db) = shard.dbs.get(db) {
-                for key in &keys[..n] {
-                    if core.shard_of(key) == core.index {
-                        db.prefetch(key);
+                let mut local = 0;
+                for i in 0..n {
+                    if core.shard_of(keys[i]) == core.index {
+                        keys[local] = keys[i];
+                        local += 1;
                     }
                 }
+                db.prefetch(&keys[..local]);
             }
         }
     }

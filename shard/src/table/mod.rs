@@ -9,11 +9,14 @@
 //! guarantee), with no extra state kept per cursor.
 //!
 //! Memory: a segment keeps its entries densely packed in fixed-size chunks
-//! and indexes them with a hashbrown table of 4-byte positions. A hash table's
-//! empty buckets then cost 5 bytes rather than a whole entry, so the table
-//! stays compact at any load factor, and a random entry is one index away.
+//! and indexes them with a table of 4-byte slots (`index.rs`: position and
+//! hash tag in one slot, one cache line per probe). Its empty slots then
+//! cost 4 bytes rather than a whole entry, so the table stays compact at any
+//! load factor, and a random entry is one index away.
 
-use hashbrown::HashTable;
+mod index;
+
+use index::Index;
 
 /// Entries split a segment once it holds this many.
 const SEGMENT_MAX: usize = 1024;
@@ -94,40 +97,36 @@ impl<E> Dense<E> {
 struct Segment<E> {
     depth: u32,
     /// Positions in `entries`, keyed by the entries' hashes.
-    index: HashTable<u32>,
+    index: Index,
     entries: Dense<E>,
 }
 
 impl<E: Keyed> Segment<E> {
     fn new(depth: u32, capacity: usize) -> Self {
-        Segment { depth, index: HashTable::with_capacity(capacity), entries: Dense::new() }
+        Segment { depth, index: Index::with_capacity(capacity), entries: Dense::new() }
     }
 
     #[inline]
     fn position(&self, hash: u64, key: &[u8]) -> Option<u32> {
         let entries = &self.entries;
-        self.index.find(hash, |&i| entries.get(i).key() == key).copied()
+        self.index.find(hash, |i| entries.get(i).key() == key)
     }
 
     fn push(&mut self, hash: u64, entry: E, hasher: &ahash::RandomState) -> u32 {
         let i = self.entries.push(entry);
         let entries = &self.entries;
-        self.index.insert_unique(hash, i, |&j| hasher.hash_one(entries.get(j).key()));
+        self.index.insert(hash, i, |j| hasher.hash_one(entries.get(j).key()));
         i
     }
 
     /// Removes the entry at position `i` (whose hash is `hash`).
     fn remove_at(&mut self, i: u32, hash: u64, hasher: &ahash::RandomState) -> Option<E> {
-        if let Ok(slot) = self.index.find_entry(hash, |&j| j == i) {
-            slot.remove();
-        }
+        self.index.remove(hash, i);
         let last = (self.entries.len - 1) as u32;
         if i != last {
             // The last entry moves into the hole: point its index there.
             let moved = hasher.hash_one(self.entries.get(last).key());
-            if let Some(p) = self.index.find_mut(moved, |&j| j == last) {
-                *p = i;
-            }
+            self.index.moved(moved, last, i);
         }
         self.entries.swap_remove(i)
     }
@@ -199,6 +198,24 @@ impl<E: Keyed> DashTable<E> {
         let seg = &mut self.segments[s];
         let i = seg.position(hash, key)?;
         Some(seg.entries.get_mut(i))
+    }
+
+    /// A prefetch's first stage for a batch of keys: the index line the
+    /// lookup of `hash` reads first. Known from the hash alone, so every
+    /// key's line is on its way at once.
+    #[inline]
+    pub fn prefetch_index(&self, hash: u64) {
+        self.segments[self.segment_of(hash)].index.prefetch(hash);
+    }
+
+    /// Its second stage, once the index line is in: the entry the index
+    /// names for `hash` (a guess: the key is not compared).
+    #[inline]
+    pub fn prefetch_entry(&self, hash: u64) {
+        let seg = &self.segments[self.segment_of(hash)];
+        if let Some(i) = seg.index.guess(hash) {
+            crate::prefetch::line(seg.entries.get(i));
+        }
     }
 
     /// Inserts an entry whose key is known to be absent.
