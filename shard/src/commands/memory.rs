@@ -44,9 +44,9 @@ pub fn usage(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
 }
 
-/// The table's index per entry: a 4-byte position and a control byte at
-/// hashbrown's 7/8 load.
-const INDEX_PER_ENTRY: usize = 6;
+/// The table's index per entry: a 4-byte slot (`table/index.rs`) at its
+/// 7/8 load.
+const INDEX_PER_ENTRY: usize = 5;
 
 /// The bytes one key costs: its entry in the table (key handle, value
 /// handle, expiry, access time: Redis's dictEntry and robj) and the index
