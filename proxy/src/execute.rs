@@ -94,9 +94,13 @@ impl Core {
         let ran_from = reply.next_op();
         // Each whole command's time: from the previous one's end.
         let mut clock = Instant::now();
-        for op in &batch.ops[reply.next_op()..] {
+        let mut look_ahead_at = ran_from;
+        for (at, op) in batch.ops.iter().enumerate().skip(ran_from) {
             if capped && reply.data.len() >= REPLY_CAP {
                 break;
+            }
+            if at >= look_ahead_at {
+                look_ahead_at = crate::prefetch::batch(&shard, batch, at);
             }
             let args = batch.args(op);
             if !locks.is_idle() && blocked(&locks, op.spec, op.db as usize, &args, batch.unit) {

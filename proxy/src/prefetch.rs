@@ -4,9 +4,12 @@
 //! chains one command after another: over half of a shard's user time at
 //! pipeline 16. Looked up back to back, the chains of different keys
 //! overlap. A guess, never a result: each command's first argument is
-//! taken for its key, in the connection's database.
+//! taken for its key, in the connection's database. The owner of a batch
+//! another core sent does the same for its commands (`batch`).
 
 use crate::core::Core;
+use crate::mesh::Batch;
+use shard::Shard;
 
 /// Commands looked ahead at once: enough to overlap the misses, few
 /// enough that their lines are still cached when the commands run.
@@ -48,6 +51,30 @@ pub fn ahead(core: &Core, db: usize, buf: &[u8], from: usize) -> usize {
     } else {
         at
     }
+}
+
+/// The keys of ops `from..` of a batch another core sent, up to `AHEAD`
+/// of them in the first one's database (each op's first key). Returns
+/// where to look again.
+pub fn batch(shard: &Shard, batch: &Batch, from: usize) -> usize {
+    let ops = &batch.ops[from..batch.ops.len().min(from + AHEAD)];
+    let Some(db) = ops.first().and_then(|op| shard.dbs.get(op.db as usize)) else {
+        return batch.ops.len();
+    };
+    let mut keys: [&[u8]; AHEAD] = [&[]; AHEAD];
+    let mut n = 0;
+    for op in ops {
+        let first = op.spec.keys.0;
+        let args = batch.args(op);
+        if op.db == ops[0].db && first > 0 && (first as usize) < args.len() {
+            keys[n] = args.get(first as usize);
+            n += 1;
+        }
+    }
+    if n >= 2 {
+        db.prefetch(&keys[..n]);
+    }
+    from + ops.len()
 }
 
 /// The complete RESP array at the start of `input`: its first argument

@@ -29,7 +29,12 @@ pub struct ClusterView {
     /// every shard belongs to the one self node).
     pub shard_nodes: Vec<u16>,
     owner: Box<[Owner]>,
+    /// Each slot's local shard (`NOT_LOCAL` for another host's): the
+    /// router's lookup per command, 32 KB where `owner` is 96 KB.
+    local: Box<[u16]>,
 }
+
+const NOT_LOCAL: u16 = u16::MAX;
 
 const NO_NODE: u16 = u16::MAX;
 
@@ -37,12 +42,18 @@ impl ClusterView {
     /// Plain Redis endpoint: contiguous slot ranges per shard, no nodes.
     pub fn standalone(shards: usize) -> ClusterView {
         let owner = (0..SLOTS).map(|s| Owner::Local { shard: (s * shards / SLOTS) as u16, node: NO_NODE }).collect();
-        ClusterView {
-            mode: ClusterMode::No,
-            topology: Topology { nodes: Vec::new() },
-            shard_nodes: vec![NO_NODE; shards],
-            owner,
-        }
+        Self::new(ClusterMode::No, Topology { nodes: Vec::new() }, vec![NO_NODE; shards], owner)
+    }
+
+    fn new(mode: ClusterMode, topology: Topology, shard_nodes: Vec<u16>, owner: Box<[Owner]>) -> ClusterView {
+        let local = owner
+            .iter()
+            .map(|o| match *o {
+                Owner::Local { shard, .. } => shard,
+                Owner::Remote { .. } => NOT_LOCAL,
+            })
+            .collect();
+        ClusterView { mode, topology, shard_nodes, owner, local }
     }
 
     /// Builds the view for this process from its configuration (and the
@@ -118,7 +129,7 @@ impl ClusterView {
                 owner[*s as usize] = Owner::Local { shard: (i * shards / slots.len()) as u16, node: n };
             }
         }
-        Ok(ClusterView { mode: config.cluster_mode, topology, shard_nodes, owner: owner.into() })
+        Ok(Self::new(config.cluster_mode, topology, shard_nodes, owner.into()))
     }
 
     #[inline]
@@ -134,9 +145,9 @@ impl ClusterView {
     /// The shard serving `slot` on this host, if it is local.
     #[inline]
     pub fn local_shard(&self, slot: u16) -> Option<usize> {
-        match self.owner[slot as usize] {
-            Owner::Local { shard, .. } => Some(shard as usize),
-            Owner::Remote { .. } => None,
+        match self.local[slot as usize] {
+            NOT_LOCAL => None,
+            shard => Some(shard as usize),
         }
     }
 
