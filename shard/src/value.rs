@@ -55,6 +55,19 @@ impl Value {
         }
     }
 
+    /// Overwrites a string in place with `bytes` when the result is what
+    /// `from_bytes_encoded(bytes)` would build ("raw", the same length):
+    /// no allocation and no free. False when it cannot.
+    pub fn overwrite(&mut self, bytes: &[u8]) -> bool {
+        match self {
+            Value::Long(b) if b.len() == bytes.len() && bytes.len() > EMBSTR_MAX => {
+                b.copy_from_slice(bytes);
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::Int(_) | Value::Emb(_) | Value::Long(_) | Value::Raw(_) => "string",

@@ -136,7 +136,7 @@ pub fn set(s: &mut Shard, ctx: &mut Ctx, args: Args) {
             return;
         }
     }
-    s.dbs[ctx.db].set(key, Value::from_bytes_encoded(args.get(2)), ttl, ctx.now);
+    s.dbs[ctx.db].set_string(key, args.get(2), ttl, ctx.now);
     notify_set(s, ctx.db, key, o.expire.is_some());
     if !o.get {
         ctx.reply.ok();
@@ -156,7 +156,7 @@ pub fn setnx(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if db.contains(args.get(1), ctx.now) {
         return ctx.reply.int(0);
     }
-    db.set(args.get(1), Value::from_bytes_encoded(args.get(2)), Ttl::Clear, ctx.now);
+    db.set_string(args.get(1), args.get(2), Ttl::Clear, ctx.now);
     s.notify(notify::STRING, "set", ctx.db, args.get(1));
     ctx.reply.int(1);
 }
@@ -164,7 +164,7 @@ pub fn setnx(s: &mut Shard, ctx: &mut Ctx, args: Args) {
 fn set_with_expire(s: &mut Shard, ctx: &mut Ctx, args: Args, millis: bool, cmd: &str) {
     match expire_at(args.get(2), millis, false, ctx.now, cmd) {
         Ok(at) => {
-            s.dbs[ctx.db].set(args.get(1), Value::from_bytes_encoded(args.get(3)), Ttl::At(at), ctx.now);
+            s.dbs[ctx.db].set_string(args.get(1), args.get(3), Ttl::At(at), ctx.now);
             notify_set(s, ctx.db, args.get(1), true);
             ctx.reply.ok();
         }
@@ -182,7 +182,7 @@ pub fn psetex(s: &mut Shard, ctx: &mut Ctx, args: Args) {
 
 pub fn getset(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if reply_old(s, ctx, args.get(1)) {
-        s.dbs[ctx.db].set(args.get(1), Value::from_bytes_encoded(args.get(2)), Ttl::Clear, ctx.now);
+        s.dbs[ctx.db].set_string(args.get(1), args.get(2), Ttl::Clear, ctx.now);
         s.notify(notify::STRING, "set", ctx.db, args.get(1));
     }
 }
@@ -255,7 +255,7 @@ pub fn mset(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.error(&super::arity_error("mset"));
     }
     for i in (1..args.len()).step_by(2) {
-        s.dbs[ctx.db].set(args.get(i), Value::from_bytes_encoded(args.get(i + 1)), Ttl::Clear, ctx.now);
+        s.dbs[ctx.db].set_string(args.get(i), args.get(i + 1), Ttl::Clear, ctx.now);
         s.notify(notify::STRING, "set", ctx.db, args.get(i));
     }
     ctx.reply.ok();
@@ -271,7 +271,7 @@ pub fn msetnx(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.int(0);
     }
     for i in (1..args.len()).step_by(2) {
-        s.dbs[ctx.db].set(args.get(i), Value::from_bytes_encoded(args.get(i + 1)), Ttl::Clear, ctx.now);
+        s.dbs[ctx.db].set_string(args.get(i), args.get(i + 1), Ttl::Clear, ctx.now);
         s.notify(notify::STRING, "set", ctx.db, args.get(i));
     }
     ctx.reply.int(1);
