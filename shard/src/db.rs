@@ -144,6 +144,22 @@ fn birth_epoch(snap: &Option<Box<DbSnapshot>>) -> u32 {
     snap.as_ref().map_or(0, |s| s.writer.epoch)
 }
 
+/// What `Db::put` stores: a value already built, or a string's bytes,
+/// which may go into the old value's block.
+enum NewValue<'a> {
+    Built(Value),
+    String(&'a [u8]),
+}
+
+impl NewValue<'_> {
+    fn build(self) -> Value {
+        match self {
+            NewValue::Built(value) => value,
+            NewValue::String(bytes) => Value::from_bytes_encoded(bytes),
+        }
+    }
+}
+
 impl Db {
     pub fn len(&self) -> usize {
         self.table.len()
@@ -294,7 +310,7 @@ impl Db {
     /// Sets `key` to `value`, creating it or replacing its value, and applies
     /// `ttl`. Returns the entry.
     pub fn set(&mut self, key: &[u8], value: Value, ttl: Ttl, now: u64) -> &mut Entry {
-        self.put(key, ttl, now, |_| Some(value))
+        self.put(key, NewValue::Built(value), ttl, now)
     }
 
     /// `set` of a string value as SET stores it (`Value::from_bytes_encoded`),
@@ -303,21 +319,10 @@ impl Db {
     /// free each time (the allocator's slow paths were a quarter of a
     /// shard's user time under pipelined SETs of random keys).
     pub fn set_string(&mut self, key: &[u8], bytes: &[u8], ttl: Ttl, now: u64) -> &mut Entry {
-        self.put(key, ttl, now, |old| match old {
-            Some(old) if old.is_string() => (!old.overwrite(bytes)).then(|| Value::from_bytes_encoded(bytes)),
-            _ => Some(Value::from_bytes_encoded(bytes)),
-        })
+        self.put(key, NewValue::String(bytes), ttl, now)
     }
 
-    /// Stores `key`: `value` is given the entry's value when there is one
-    /// and returns its replacement, or `None` when it changed it in place.
-    fn put(
-        &mut self,
-        key: &[u8],
-        ttl: Ttl,
-        now: u64,
-        value: impl FnOnce(Option<&mut Value>) -> Option<Value>,
-    ) -> &mut Entry {
+    fn put(&mut self, key: &[u8], value: NewValue, ttl: Ttl, now: u64) -> &mut Entry {
         touch(&mut self.watch, key);
         let hash = self.table.hash(key);
         if let Some(entry) = self.table.find_mut(hash, key) {
@@ -330,8 +335,9 @@ impl Db {
             // An expired key is replaced as if absent: KEEPTTL keeps nothing.
             let expired = entry.is_expired(if self.obey_master { 0 } else { now });
             let ttl = if ttl == Ttl::Keep && expired { Ttl::Clear } else { ttl };
-            if let Some(value) = value(Some(&mut entry.value)) {
-                entry.value = value;
+            match value {
+                NewValue::String(bytes) if entry.value.overwrite(bytes) => {}
+                value => entry.value = value.build(),
             }
             entry.access = access;
             match ttl {
@@ -349,8 +355,7 @@ impl Db {
         self.volatile += (expire_at != 0) as usize;
         let access = self.access_now(None, now);
         let snap = birth_epoch(&self.snap);
-        let value = value(None).unwrap_or(Value::Int(0));
-        let entry = Entry { key: CompactBytes::new(key), value, expire_at, access, snap };
+        let entry = Entry { key: CompactBytes::new(key), value: value.build(), expire_at, access, snap };
         self.notes.new_key(key);
         self.table.insert_unique(hash, entry)
     }

@@ -4,7 +4,7 @@
 //! its hash. A lookup reads one line of the index where hashbrown's control
 //! bytes and its slots were two lines, one after the other, and which line
 //! is known from the hash alone, so it can be prefetched before it is read
-//! (`DashTable::prefetch`).
+//! (`DashTable::prefetch_index`).
 //!
 //! Probing goes a group at a time. A group with a free slot ends a probe,
 //! so a slot freed in a group that was once full (a probe may have gone
