@@ -33,7 +33,7 @@ impl RingStream {
         if c.eof {
             return Poll::Ready(false);
         }
-        c.reader = Some(cx.waker().clone());
+        c.reader.wait(cx);
         Poll::Pending
     }
 
@@ -94,7 +94,7 @@ impl AsyncRead for RingStream {
         if c.eof || buf.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        c.reader = Some(cx.waker().clone());
+        c.reader.wait(cx);
         Poll::Pending
     }
 }
@@ -112,7 +112,7 @@ impl AsyncWrite for RingStream {
         if !c.queued.is_empty()
             && c.queued.len() + c.sending.len().saturating_sub(c.sent) >= ring.config.write_high_water
         {
-            c.writer = Some(cx.waker().clone());
+            c.writer.wait(cx);
             return Poll::Pending;
         }
         c.queued.extend_from_slice(buf);

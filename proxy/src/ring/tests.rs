@@ -34,6 +34,8 @@ struct Harness {
     stop: Arc<AtomicBool>,
     /// The ring's open connections, refreshed every millisecond.
     open: Arc<AtomicUsize>,
+    /// The open connections' states, refreshed with `open`.
+    states: Arc<Mutex<String>>,
     thread: Option<glommio::ExecutorJoinHandle<()>>,
 }
 
@@ -103,7 +105,8 @@ impl Harness {
         let stop = Arc::new(AtomicBool::new(false));
         let open = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = std::sync::mpsc::channel();
-        let (stop2, open2) = (stop.clone(), open.clone());
+        let states = Arc::new(Mutex::new(String::new()));
+        let (stop2, open2, states2) = (stop.clone(), open.clone(), states.clone());
         let thread = LocalExecutorBuilder::new(Placement::Unbound)
             .spawn(move || async move {
                 let ring = Ring::new(config).expect("ring");
@@ -117,6 +120,7 @@ impl Harness {
                 tx.send(addr).unwrap();
                 while !stop2.load(Ordering::Relaxed) {
                     open2.store(ring.connections(), Ordering::Relaxed);
+                    *states2.lock().unwrap() = ring.describe_connections();
                     glommio::timer::sleep(tick).await;
                 }
                 ring.stop();
@@ -126,7 +130,7 @@ impl Harness {
             })
             .unwrap();
         let addr = rx.recv_timeout(Duration::from_secs(10)).expect("ring started");
-        Harness { addr, stop, open, thread: Some(thread) }
+        Harness { addr, stop, open, states, thread: Some(thread) }
     }
 
     fn connect(&self) -> TcpStream {
@@ -139,7 +143,12 @@ impl Harness {
     fn wait_open(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.open.load(Ordering::Relaxed) != n {
-            assert!(Instant::now() < deadline, "{} open, expected {n}", self.open.load(Ordering::Relaxed));
+            assert!(
+                Instant::now() < deadline,
+                "{} open, expected {n}\n{}",
+                self.open.load(Ordering::Relaxed),
+                self.states.lock().unwrap()
+            );
             std::thread::sleep(Duration::from_millis(2));
         }
     }
