@@ -868,9 +868,9 @@ impl Reactor {
     pub(crate) fn spin_poll_io(&self) -> io::Result<bool> {
         let mut woke = 0;
         self.sys.poll_io(&mut woke)?;
-        // corekv: the executor is about to park: the park's timeout needs
-        // the time now.
-        self.clock.set(None);
+        // corekv: the last read (a task queue run's end, or a park's return
+        // when none ran since) is at most one reactor poll old: a timer
+        // wakes that much late at most.
         woke += self.process_timers().1;
         woke += self.process_shared_channels();
 
@@ -891,7 +891,9 @@ impl Reactor {
         // Block on I/O events.
         match self
             .sys
-            .wait(timeout, next_timer, woke, || self.process_shared_channels())
+            .wait(timeout, next_timer, woke, || self.process_shared_channels(), || {
+                self.clock.get().unwrap_or_else(Instant::now)
+            })
         {
             // Don't wait for the next loop to process timers or shared channels
             Ok(true) => {

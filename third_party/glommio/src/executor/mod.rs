@@ -1513,7 +1513,8 @@ impl LocalExecutor {
                             }
                         }
                         // reset the timer for deduct spin loop time
-                        pre_time = Instant::now();
+                        // corekv: a park that slept read the clock on return.
+                        pre_time = this.reactor.clock.get().unwrap_or_else(Instant::now);
                         this.reactor.clock.set(Some(pre_time));
                     }
                 }

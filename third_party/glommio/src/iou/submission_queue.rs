@@ -95,8 +95,19 @@ impl<'ring> SubmissionQueue<'ring> {
         }
     }
 
+    /// corekv: liburing's `io_uring_sq_ready` written inline (an acquire
+    /// load of the head whatever the setup, as it takes under SQPOLL): the
+    /// executor loop asks it on every ring poll.
+    #[inline]
     pub fn ready(&self) -> u32 {
-        unsafe { uring_sys::io_uring_sq_ready(self.ring.as_ptr()) }
+        use std::sync::atomic::{AtomicU32, Ordering};
+        // SAFETY: the head points into the ring's mmap, which lives as long
+        // as the ring; the kernel writes it, this thread the tail.
+        unsafe {
+            let ring = self.ring.as_ref();
+            let head = (*(ring.sq.khead as *const AtomicU32)).load(Ordering::Acquire);
+            ring.sq.sqe_tail.wrapping_sub(head)
+        }
     }
 
     pub fn space_left(&self) -> u32 {

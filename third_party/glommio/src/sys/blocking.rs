@@ -249,6 +249,13 @@ impl BlockingThreadPool {
     pub(super) fn flush(&self) -> usize {
         let mut woke = 0;
         let mut waiters = self.sources.borrow_mut();
+        // corekv: every result answers a waiter registered here, so with
+        // none there is nothing to receive; the executor loop asks several
+        // times per wake-up, and the channel's try_recv was ~2.5% of a
+        // lightly loaded shard's user time.
+        if waiters.is_empty() {
+            return 0;
+        }
         for x in self.rx.try_iter() {
             let id = x.id;
             let res = x.res;
