@@ -19,8 +19,9 @@ const AHEAD: usize = 16;
 const MAX_ARGS: usize = 64;
 
 /// Looks up the keys of the complete commands in `buf` from `from`, when
-/// there are two or more. Returns where to look again: past the commands
-/// seen, or the end of `buf` when there were none.
+/// two or more of them are this shard's (one alone only moves its misses).
+/// Returns where to look again: past the commands seen, or the end of
+/// `buf` when there were none.
 pub fn ahead(core: &Core, db: usize, buf: &[u8], from: usize) -> usize {
     let mut keys: [&[u8]; AHEAD] = [&[]; AHEAD];
     let (mut n, mut at) = (0, from);
@@ -42,7 +43,9 @@ pub fn ahead(core: &Core, db: usize, buf: &[u8], from: usize) -> usize {
                         local += 1;
                     }
                 }
-                db.prefetch(&keys[..local]);
+                if local >= 2 {
+                    db.prefetch(&keys[..local]);
+                }
             }
         }
     }

@@ -34,7 +34,9 @@ struct Harness {
     stop: Arc<AtomicBool>,
     /// The ring's open connections, refreshed every millisecond.
     open: Arc<AtomicUsize>,
-    /// The open connections' states, refreshed with `open`.
+    /// Asks the executor to describe its open connections into `states`
+    /// (at its next tick; only for a failure's message).
+    describe: Arc<AtomicBool>,
     states: Arc<Mutex<String>>,
     thread: Option<glommio::ExecutorJoinHandle<()>>,
 }
@@ -105,8 +107,9 @@ impl Harness {
         let stop = Arc::new(AtomicBool::new(false));
         let open = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = std::sync::mpsc::channel();
-        let states = Arc::new(Mutex::new(String::new()));
-        let (stop2, open2, states2) = (stop.clone(), open.clone(), states.clone());
+        let (describe, states) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(String::new())));
+        let (stop2, open2) = (stop.clone(), open.clone());
+        let (describe2, states2) = (describe.clone(), states.clone());
         let thread = LocalExecutorBuilder::new(Placement::Unbound)
             .spawn(move || async move {
                 let ring = Ring::new(config).expect("ring");
@@ -120,7 +123,9 @@ impl Harness {
                 tx.send(addr).unwrap();
                 while !stop2.load(Ordering::Relaxed) {
                     open2.store(ring.connections(), Ordering::Relaxed);
-                    *states2.lock().unwrap() = ring.describe_connections();
+                    if describe2.swap(false, Ordering::Relaxed) {
+                        *states2.lock().unwrap() = ring.describe_connections();
+                    }
                     glommio::timer::sleep(tick).await;
                 }
                 ring.stop();
@@ -130,7 +135,7 @@ impl Harness {
             })
             .unwrap();
         let addr = rx.recv_timeout(Duration::from_secs(10)).expect("ring started");
-        Harness { addr, stop, open, states, thread: Some(thread) }
+        Harness { addr, stop, open, describe, states, thread: Some(thread) }
     }
 
     fn connect(&self) -> TcpStream {
@@ -143,12 +148,11 @@ impl Harness {
     fn wait_open(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.open.load(Ordering::Relaxed) != n {
-            assert!(
-                Instant::now() < deadline,
-                "{} open, expected {n}\n{}",
-                self.open.load(Ordering::Relaxed),
-                self.states.lock().unwrap()
-            );
+            if Instant::now() >= deadline {
+                self.describe.store(true, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(100));
+                panic!("{} open, expected {n}\n{}", self.open.load(Ordering::Relaxed), self.states.lock().unwrap());
+            }
             std::thread::sleep(Duration::from_millis(2));
         }
     }
