@@ -24,6 +24,12 @@ fn field(raw: &mut Raw, name: &str) -> String {
     info.lines().find_map(|l| l.strip_prefix(&format!("{name}:")).map(|v| v.trim().to_string())).unwrap_or_default()
 }
 
+/// The one replica has its snapshot (connected_slaves counts it from its
+/// PSYNC on; FAILOVER TO wants it online).
+fn replica_online(raw: &mut Raw) -> bool {
+    field(raw, "connected_slaves") == "1" && field(raw, "slave0").contains("state=online")
+}
+
 fn until(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !f() {
@@ -252,7 +258,7 @@ fn errors_timeout_and_abort_match_redis() {
     // A replica that never acknowledges: a failover waits for it.
     let _fakes = [silent_replica(ports[0], 1), silent_replica(ports[1], 1)];
     for raw in c.iter_mut() {
-        until("the replica", || field(raw, "connected_slaves") == "1");
+        until("the replica online", || replica_online(raw));
         assert_eq!(raw.cmd_str("SET k v"), ok());
     }
     assert_eq!(
@@ -327,7 +333,7 @@ fn force_hands_over_with_psync_failover() {
     let target = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = target.local_addr().unwrap().port();
     let _fake = silent_replica(primary.port, port);
-    until("the replica", || field(&mut p, "connected_slaves") == "1");
+    until("the replica online", || replica_online(&mut p));
     assert_eq!(p.cmd_str("SET behind 1"), ok());
     let replid = field(&mut p, "master_replid");
     let line = format!("FAILOVER TO 127.0.0.1 {port} FORCE TIMEOUT 100");

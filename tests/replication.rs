@@ -135,6 +135,22 @@ fn writes(c: &mut Raw, round: usize) {
     c.cmd_str("SELECT 0");
 }
 
+/// Waits until the short TTLs `fill` set have run out on the primary,
+/// reading them so that their DELs go out (a key expiring while the
+/// datasets are compared would read live on one side and gone on the other).
+fn short_ttls_run_out(p: &mut Raw, dbs: &[usize], prefixes: &[&str]) {
+    for db in dbs {
+        p.cmd(&[b"SELECT", db.to_string().as_bytes()]);
+        for prefix in prefixes {
+            let key = format!("{prefix}short");
+            until("a short TTL to run out", Duration::from_secs(5), || {
+                matches!(p.cmd(&[b"GET", key.as_bytes()]), Value::Nil | Value::Null)
+            });
+        }
+    }
+    p.cmd_str("SELECT 0");
+}
+
 /// The link is back without a second full sync, and the data agree.
 fn resumed_partially(p: &mut Raw, r: &mut Raw) {
     until("the link again", Duration::from_secs(20), || link_up(r));
@@ -223,15 +239,7 @@ fn a_redis_replica_of_corekv_gets_every_type_and_follows_the_stream() {
     for round in 0..200 {
         writes(&mut p, round);
     }
-    // Let the short TTL run out on the primary: its DEL goes out.
-    std::thread::sleep(Duration::from_millis(400));
-    for db in [0, 1, 2, 5] {
-        p.cmd(&[b"SELECT", db.to_string().as_bytes()]);
-        for prefix in ["pre:", "post:", "five:"] {
-            p.cmd(&[b"GET", format!("{prefix}short").as_bytes()]);
-        }
-    }
-    p.cmd_str("SELECT 0");
+    short_ttls_run_out(&mut p, &[0, 1, 2, 5], &["pre:", "post:", "five:"]);
     // Commands every shard runs reach the replica once.
     p.cmd_str("SWAPDB 1 5");
     p.cmd_str("SELECT 2");
@@ -264,6 +272,7 @@ fn a_dropped_link_resumes_with_a_partial_resync() {
     for round in 50..100 {
         writes(&mut p, round);
     }
+    short_ttls_run_out(&mut p, &[0], &["k:"]);
     resumed_partially(&mut p, &mut r);
 }
 
@@ -501,6 +510,7 @@ fn a_replica_resyncs_after_the_primary_restarts() {
     let primary = Server::start_in(Some(&dir.0), &args);
     let mut p = primary.raw();
     fill(&mut p, 1, "b:");
+    short_ttls_run_out(&mut p, &[0, 1], &["a:", "b:"]);
     until("the link again", Duration::from_secs(30), || link_up(&mut r));
     until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut r));
     assert_same_dataset(&mut p, &mut r);
@@ -577,6 +587,7 @@ fn a_corekv_replica_of_corekv_follows_and_resumes_partially() {
     for round in 100..150 {
         writes(&mut p, round);
     }
+    short_ttls_run_out(&mut p, &[0, 4], &["c:"]);
     resumed_partially(&mut p, &mut r);
 }
 

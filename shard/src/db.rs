@@ -68,9 +68,13 @@ impl Entry {
         }
     }
 
+    /// Expired once the clock is past its time, not at it: Redis's
+    /// keyIsExpired (`now > when`). A replica (real Redis among them)
+    /// judges the same millisecond so, and must not see live what its
+    /// primary already calls gone.
     #[inline]
     pub(crate) fn is_expired(&self, now: u64) -> bool {
-        self.expire_at != 0 && self.expire_at <= now
+        self.expire_at != 0 && self.expire_at < now
     }
 }
 
@@ -531,7 +535,7 @@ mod tests {
         }
         assert_eq!(db.volatile(), 1000);
         assert!(db.get(&0u32.to_be_bytes(), 50).is_some());
-        assert!(db.get(&0u32.to_be_bytes(), 100).is_none());
+        assert!(db.get(&0u32.to_be_bytes(), 101).is_none());
         assert_eq!(db.expired_keys, 1);
         let mut total = 1;
         for _ in 0..100 {
@@ -540,6 +544,14 @@ mod tests {
         assert_eq!(total, 1000);
         assert_eq!(db.volatile(), 0);
         assert_eq!(db.len(), 1000);
+    }
+
+    #[test]
+    fn a_key_is_live_through_its_expiry_millisecond() {
+        let mut db = Db::default();
+        db.set(b"k", Value::Int(1), Ttl::At(100), 0);
+        assert!(db.get(b"k", 100).is_some(), "Redis: expired when now > when");
+        assert!(db.get(b"k", 101).is_none());
     }
 
     #[test]

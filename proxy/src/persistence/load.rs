@@ -128,8 +128,9 @@ fn load_with(core: &Core, dump: &Dump, drop_expired: bool, replace: bool) -> Res
                 ));
             }
             Some(Item::Entry { db, key, expire_at_ms, idle, freq, value }) => {
-                // Keys already expired are dropped, as a primary does.
-                if drop_expired && expire_at_ms.is_some_and(|at| at <= now) {
+                // Keys already expired are dropped, as a primary does
+                // (rdbLoad: `expiretime < now`).
+                if drop_expired && expire_at_ms.is_some_and(|at| at < now) {
                     expired += 1;
                     continue;
                 }
