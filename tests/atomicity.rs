@@ -461,6 +461,90 @@ fn script_transfers_isolated(port: u16) -> Tally {
     tally
 }
 
+/// A mover BLMOVEs each element a pusher adds to `a` over to `b`, on
+/// another shard (served at once or after blocking, as the race falls).
+/// Once the mover has its reply the element is in `b`, and readers asking
+/// `MULTI LLEN a LLEN b EXEC` never see the total go down: an element in
+/// neither list is a torn move.
+fn blmove_never_torn(port: u16) -> Tally {
+    let keys = spread_keys("blmove", 1);
+    let (a, b) = (keys[0].as_str(), keys[1].as_str());
+    let tally = Tally::default();
+    Raw::connect(port).cmd_str(&format!("DEL {a} {b}"));
+    thread_local!(static LAST_TOTAL: std::cell::Cell<i64> = const { std::cell::Cell::new(0) });
+    readers_while(
+        port,
+        2,
+        |mover| {
+            let noisy = AtomicBool::new(true);
+            thread::scope(|s| {
+                // Pipelined writes to keys in `a`'s slot keep its shard's
+                // task queue long: work it defers after serving the mover
+                // waits behind them.
+                for n in 0..3 {
+                    let noisy = &noisy;
+                    s.spawn(move || {
+                        let mut conn = Raw::connect(port);
+                        let mut batch = Vec::new();
+                        for i in 0..100 {
+                            batch.extend(args(&["SET", &format!("{{{a}}}noise{n}:{i}"), "x"]));
+                        }
+                        while noisy.load(Relaxed) {
+                            conn.send(&batch);
+                            for _ in 0..100 {
+                                conn.read();
+                            }
+                        }
+                    });
+                }
+                move_rounds(port, mover, (a, b), &tally);
+                noisy.store(false, Relaxed);
+            });
+        },
+        |conn| {
+            let lens = multi_exec(conn, &[vec!["LLEN", a], vec!["LLEN", b]]);
+            tally.round();
+            match lens.as_deref() {
+                Ok([Value::Int(in_a), Value::Int(in_b)]) => {
+                    let total = in_a + in_b;
+                    let last = LAST_TOTAL.with(|t| t.replace(total));
+                    if total < last {
+                        tally.violation(|| format!("LLEN a + LLEN b went from {last} to {total} ({in_a} + {in_b})"));
+                    }
+                }
+                other => tally.unexpected(|| format!("MULTI LLEN: {other:?}")),
+            }
+        },
+    );
+    tally
+}
+
+/// `blmove_never_torn`'s rounds: push one element, wait for the mover's
+/// reply, then look at the end of `b` from a third connection.
+fn move_rounds(port: u16, mover: &mut Raw, (a, b): (&str, &str), tally: &Tally) {
+    let (mut pusher, mut checker) = (Raw::connect(port), Raw::connect(port));
+    let started = Instant::now();
+    for round in 0..3000 {
+        if started.elapsed() > TIME_CAP {
+            break;
+        }
+        let value = format!("v{round}");
+        mover.send(&args(&["BLMOVE", a, b, "LEFT", "RIGHT", "5"]));
+        let pushed = pusher.cmd_str(&format!("RPUSH {a} {value}"));
+        if pushed != Value::Int(1) {
+            tally.unexpected(|| format!("RPUSH: {pushed:?}"));
+        }
+        let moved = mover.read();
+        if moved != Some(Value::Bulk(value.clone().into_bytes())) {
+            tally.unexpected(|| format!("BLMOVE: {moved:?}, not {value}"));
+        }
+        let last = checker.cmd_str(&format!("LINDEX {b} -1"));
+        if last != Value::Bulk(value.clone().into_bytes()) {
+            tally.violation(|| format!("after BLMOVE replied {value}, {b} ends with {last:?}"));
+        }
+    }
+}
+
 fn corekv() -> Server {
     Server::start(&["--shards", &SHARDS.to_string()])
 }
@@ -495,3 +579,4 @@ against_both!(rename_never_torn, "EXISTS reads", rename_exists_redis, rename_exi
 against_both!(msetnx_grants_once, "MSETNX rounds", msetnx_race_redis, msetnx_race_corekv);
 against_both!(multi_transfers_isolated, "audits", multi_transfers_redis, multi_transfers_corekv);
 against_both!(script_transfers_isolated, "audits", script_transfers_redis, script_transfers_corekv);
+against_both!(blmove_never_torn, "MULTI LLEN reads", blmove_race_redis, blmove_race_corekv);

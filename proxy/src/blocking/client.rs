@@ -2,14 +2,18 @@
 //! with the keys' owners, waits for a reply, a timeout or a hang-up while
 //! reading what the client pipelines, and withdraws what is left.
 
+use super::across::{move_across, End, Moved};
 use super::owner::attempt;
 use super::request::{BlockOp, BlockRequest};
 use crate::clients::{Unblock, UnblockHow};
 use crate::coordinator::dispatch::call;
+use crate::coordinator::{Footprint, Unit};
 use crate::mesh::{Request, Response, Ticket};
 use crate::session::Connection;
 use crate::stream::ClientStream;
 use futures_lite::io::AsyncRead;
+use shard::reply::errors::WRONGTYPE;
+use shard::Reply;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -67,6 +71,11 @@ async fn withdraw(conn: &Connection, shard: usize, id: u64, ticket: Ticket) -> R
 
 /// One non-blocking attempt of `op` on `key` at its shard (notify mode).
 async fn try_once(conn: &Connection, shard: usize, retry: &Retry, key: Vec<u8>) -> Option<Vec<u8>> {
+    if let BlockOp::Move { dst, dst_shard, from_head, to_head } = &retry.op {
+        let from = End { key, shard, head: *from_head };
+        let to = End { key: dst.clone(), shard: *dst_shard, head: *to_head };
+        return move_as_unit(conn, retry, from, to).await;
+    }
     let (db, resp3, op) = (retry.db, retry.resp3, retry.op.clone());
     call(&conn.core, shard, move |core| {
         let req =
@@ -76,6 +85,31 @@ async fn try_once(conn: &Connection, shard: usize, retry: &Retry, key: Vec<u8>) 
     })
     .await
     .flatten()
+}
+
+/// A BLMOVE across shards: the move under a unit holding both keys (the
+/// one its connection already runs in inside EXEC, else its own).
+async fn move_as_unit(conn: &Connection, retry: &Retry, from: End, to: End) -> Option<Vec<u8>> {
+    let unit = if conn.pipeline.unit.is_some() {
+        None
+    } else {
+        let mut footprint = Footprint::default();
+        footprint.add(from.shard, retry.db, &from.key);
+        footprint.add(to.shard, retry.db, &to.key);
+        Some(Unit::acquire(&conn.core, &footprint).await)
+    };
+    let moved = move_across(&conn.core, retry.db, from, to).await;
+    if let Some(unit) = unit {
+        unit.release_touching(true).await;
+    }
+    let mut out = Vec::new();
+    let mut reply = Reply::new(&mut out, retry.resp3);
+    match moved {
+        Moved::Value(value) => reply.bulk(&value),
+        Moved::Empty => return None,
+        Moved::WrongType => reply.error(WRONGTYPE),
+    }
+    Some(out)
 }
 
 enum Event {
@@ -236,7 +270,8 @@ pub async fn start_notify(conn: &Connection, w: &mut BlockWait) -> Option<Vec<u8
 }
 
 /// Serves a parsed blocking pop at once or returns what to wait on. Keys
-/// on one shard wait there; keys on several wait in notify mode. Redis
+/// on one shard wait there; keys on several, or a move to another shard,
+/// wait in notify mode. Redis
 /// answers every blocking timeout with a null array.
 pub async fn start(
     conn: &mut Connection,
@@ -247,7 +282,8 @@ pub async fn start(
     let resp3 = conn.state.resp3;
     let timeout_reply = if resp3 { b"_\r\n".to_vec() } else { b"*-1\r\n".to_vec() };
     let shards: Vec<usize> = keys.iter().map(|k| conn.core.shard_of(k)).collect();
-    if shards.iter().all(|&s| s == shards[0]) {
+    let moves_across = matches!(&op, BlockOp::Move { dst_shard, .. } if *dst_shard != shards[0]);
+    if !moves_across && shards.iter().all(|&s| s == shards[0]) {
         let (id, t) = register(conn, shards[0], keys, op).await;
         return Some(BlockWait { waits: vec![(shards[0], id, t)], deadline, timeout_reply, retry: None });
     }

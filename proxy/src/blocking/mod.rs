@@ -12,8 +12,12 @@
 //!
 //! Keys spread over several shards (possible only outside cluster modes)
 //! block in "notify" mode: each owner only says that a key got data, and the
-//! client's core retries the pop itself.
+//! client's core retries the pop itself. So does a BLMOVE whose destination
+//! is on another shard than its source: its retry moves the element as a
+//! coordinator unit holding both keys (`across.rs`), so the move is whole
+//! before anyone, its client included, can see either list.
 
+pub mod across;
 pub mod client;
 pub mod owner;
 pub mod request;

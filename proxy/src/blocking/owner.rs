@@ -4,7 +4,7 @@
 
 use super::request::{BlockOp, BlockRequest};
 use crate::core::Core;
-use crate::mesh::{CallFn, Request, Response};
+use crate::mesh::Response;
 use crate::persistence::aof::durable::{durable, must_wait};
 use shard::commands::list::{lmove_put, lmove_take, lmove_taken, try_bpop, try_mpop};
 use shard::commands::stream::read;
@@ -21,17 +21,15 @@ pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: 
     let served = match &req.op {
         BlockOp::Pop { from_head } => try_bpop(shard, &mut ctx, keys, *from_head),
         BlockOp::MPop { from_head, count } => try_mpop(shard, &mut ctx, keys, *from_head, *count),
-        BlockOp::Move { dst, dst_shard, from_head, to_head } => {
-            let local_dst = (*dst_shard == core.index).then_some(dst.as_slice());
-            match lmove_take(shard, &mut ctx, keys[0], local_dst, *from_head) {
+        // A destination on another shard waits in notify mode and moves as
+        // a unit (across.rs): only a move within this shard is served here.
+        BlockOp::Move { dst_shard, .. } if *dst_shard != core.index => false,
+        BlockOp::Move { dst, from_head, to_head, .. } => {
+            match lmove_take(shard, &mut ctx, keys[0], Some(dst), *from_head) {
                 Err(_) => true,
                 Ok(None) => false,
                 Ok(Some(v)) => {
-                    if local_dst.is_some() {
-                        lmove_put(shard, req.db, now, dst, &v, *to_head);
-                    } else {
-                        push_elsewhere(core, *dst_shard, req.db, dst.clone(), v.clone(), *to_head);
-                    }
+                    lmove_put(shard, req.db, now, dst, &v, *to_head);
                     lmove_taken(shard, &ctx, keys[0], *from_head);
                     ctx.reply.bulk(&v);
                     true
@@ -55,7 +53,7 @@ pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: 
         }),
     };
     if served && shard.effects.is_some() && out.first() != Some(&b'-') {
-        log_pop(core, shard, req, keys, &out);
+        log_pop(shard, req, keys, &out);
     }
     served.then_some(out)
 }
@@ -63,7 +61,7 @@ pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: 
 /// A served blocking pop's effect, as Redis propagates it: the non-blocking
 /// pop it amounts to (BLPOP -> LPOP key, BZMPOP -> ZPOPMIN key n, BLMOVE ->
 /// the pop plus, for a local destination, the push), read off the reply.
-fn log_pop(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], reply: &[u8]) {
+fn log_pop(shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], reply: &[u8]) {
     let leaves = shard::propagate::leaves(reply);
     let side = |head: bool| -> &'static [u8] {
         if head {
@@ -89,11 +87,9 @@ fn log_pop(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], r
         (BlockOp::ZMPop { max, .. }, [key, pairs @ ..]) => {
             shard.log_effect(req.db, &[zside(*max), key, n.format(pairs.len() / 2).as_bytes()])
         }
-        (BlockOp::Move { dst, dst_shard, to_head, from_head }, [value]) => {
+        (BlockOp::Move { dst, to_head, from_head, .. }, [value]) => {
             shard.log_effect(req.db, &[side(*from_head), keys[0]]);
-            if *dst_shard == core.index {
-                shard.log_effect(req.db, &[if *to_head { b"LPUSH" } else { b"RPUSH" }, dst, value]);
-            }
+            shard.log_effect(req.db, &[if *to_head { b"LPUSH" } else { b"RPUSH" }, dst, value]);
         }
         _ => {}
     }
@@ -125,17 +121,6 @@ pub fn put_logged(s: &mut shard::Shard, db: usize, key: &[u8], value: &[u8], to_
         s.log_effect(db, &[if to_head { b"LPUSH" } else { b"RPUSH" }, key, value]);
     }
     pushed
-}
-
-/// BLMOVE's push when the destination lives on another shard.
-fn push_elsewhere(core: &Core, shard: usize, db: usize, dst: Vec<u8>, value: Vec<u8>, to_head: bool) {
-    let push: CallFn<Core> = Box::new(move |c| {
-        put_logged(&mut c.shard.borrow_mut(), db, &dst, &value, to_head);
-        Box::new(())
-    });
-    if let Some(me) = core.me.upgrade() {
-        glommio::spawn_local(async move { me.mesh.post(shard, Request::Call(push)).await }).detach();
-    }
 }
 
 impl Core {

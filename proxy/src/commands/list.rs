@@ -4,10 +4,11 @@
 //! shard/src/commands/list.rs.
 
 use super::reply::reply;
-use crate::blocking::{put_logged, BlockOp, BlockWait};
+use crate::blocking::across::{move_across, End, Moved};
+use crate::blocking::{BlockOp, BlockWait};
 use crate::coordinator::dispatch::call;
 use crate::session::Connection;
-use shard::commands::list::{lmove_take, lmove_taken, parse_mpop, parse_side, try_mpop};
+use shard::commands::list::{parse_mpop, parse_side, try_mpop};
 use shard::commands::Ctx;
 use shard::reply::errors::{SYNTAX, WRONGTYPE};
 use shard::value::Value;
@@ -39,9 +40,8 @@ async fn list_or_missing(conn: &Connection, shard: usize, key: Vec<u8>) -> bool 
     .is_some_and(|(ok, _)| ok)
 }
 
-/// LMOVE/RPOPLPUSH with source and destination on different shards: check
-/// both types, take from the source, push to the destination (putting the
-/// element back if the destination changed type in between).
+/// LMOVE/RPOPLPUSH with source and destination on different shards (the
+/// command's unit holds both keys).
 pub async fn lmove(conn: &mut Connection, args: Args<'_>, rpoplpush: bool) {
     let (from_head, to_head) = if rpoplpush {
         (false, true)
@@ -52,43 +52,13 @@ pub async fn lmove(conn: &mut Connection, args: Args<'_>, rpoplpush: bool) {
         }
     };
     let (src, dst) = (args.get(1).to_vec(), args.get(2).to_vec());
-    let (from, to) = (conn.core.shard_of(&src), conn.core.shard_of(&dst));
-    let probe = src.clone();
-    let src_state = on_shard(conn, from, move |s, ctx| match s.dbs[ctx.db].peek(&probe, ctx.now).map(|e| &e.value) {
-        None => Some(false),
-        Some(Value::List(l)) => Some(!l.is_empty()),
-        Some(_) => None,
-    })
-    .await
-    .and_then(|(r, _)| r);
-    match src_state {
-        None => return conn.error(WRONGTYPE),
-        Some(false) => return reply(conn, |r| r.null()),
-        Some(true) => {}
+    let from = End { shard: conn.core.shard_of(&src), key: src, head: from_head };
+    let to = End { shard: conn.core.shard_of(&dst), key: dst, head: to_head };
+    match move_across(&conn.core, conn.state.db, from, to).await {
+        Moved::Value(value) => reply(conn, |r| r.bulk(&value)),
+        Moved::Empty => reply(conn, |r| r.null()),
+        Moved::WrongType => conn.error(WRONGTYPE),
     }
-    if !list_or_missing(conn, to, dst.clone()).await {
-        return conn.error(WRONGTYPE);
-    }
-    let taken = on_shard(conn, from, move |s, ctx| {
-        let taken = lmove_take(s, ctx, &src, None, from_head).ok().flatten();
-        if taken.is_some() {
-            lmove_taken(s, ctx, &src, from_head);
-            s.log_key_state(ctx.db, &src, ctx.now);
-        }
-        taken
-    })
-    .await;
-    let Some((Some(value), _)) = taken else {
-        return reply(conn, |r| r.null());
-    };
-    let (v, db) = (value.clone(), conn.state.db);
-    let put = call(&conn.core, to, move |c| put_logged(&mut c.shard.borrow_mut(), db, &dst, &v, to_head)).await;
-    if put != Some(true) {
-        let (v, src) = (value.clone(), args.get(1).to_vec());
-        call(&conn.core, from, move |c| put_logged(&mut c.shard.borrow_mut(), db, &src, &v, from_head)).await;
-        return conn.error(WRONGTYPE);
-    }
-    reply(conn, |r| r.bulk(&value));
 }
 
 /// LMPOP over keys on several shards: the first key, in order, with
