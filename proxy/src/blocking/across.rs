@@ -30,6 +30,18 @@ pub struct End {
     pub head: bool,
 }
 
+/// Whether `key` on `shard` is missing or a list (a move's destination).
+pub async fn list_or_missing(core: &Rc<Core>, db: usize, shard: usize, key: Vec<u8>) -> bool {
+    call(core, shard, move |c| {
+        matches!(
+            c.shard.borrow_mut().dbs[db].peek(&key, shard::unix_ms()).map(|e| &e.value),
+            None | Some(Value::List(_))
+        )
+    })
+    .await
+        == Some(true)
+}
+
 /// Checks both types, takes from `from`, pushes to `to` (putting the
 /// element back if the destination changed type in between). The caller
 /// holds both keys.
@@ -48,15 +60,7 @@ pub async fn move_across(core: &Rc<Core>, db: usize, from: End, to: End) -> Move
         Some(false) => return Moved::Empty,
         Some(true) => {}
     }
-    let probe = to.key.clone();
-    let list_or_missing = call(core, to.shard, move |c| {
-        matches!(
-            c.shard.borrow_mut().dbs[db].peek(&probe, shard::unix_ms()).map(|e| &e.value),
-            None | Some(Value::List(_))
-        )
-    })
-    .await;
-    if list_or_missing != Some(true) {
+    if !list_or_missing(core, db, to.shard, to.key.clone()).await {
         return Moved::WrongType;
     }
     let (src, from_head) = (from.key.clone(), from.head);

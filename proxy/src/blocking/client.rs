@@ -271,8 +271,8 @@ pub async fn start_notify(conn: &Connection, w: &mut BlockWait) -> Option<Vec<u8
 
 /// Serves a parsed blocking pop at once or returns what to wait on. Keys
 /// on one shard wait there; keys on several, or a move to another shard,
-/// wait in notify mode. Redis
-/// answers every blocking timeout with a null array.
+/// wait in notify mode. Redis answers every blocking timeout with a null
+/// array.
 pub async fn start(
     conn: &mut Connection,
     keys: Vec<Vec<u8>>,

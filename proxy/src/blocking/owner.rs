@@ -59,8 +59,8 @@ pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: 
 }
 
 /// A served blocking pop's effect, as Redis propagates it: the non-blocking
-/// pop it amounts to (BLPOP -> LPOP key, BZMPOP -> ZPOPMIN key n, BLMOVE ->
-/// the pop plus, for a local destination, the push), read off the reply.
+/// pop it amounts to (BLPOP -> LPOP key, BZMPOP -> ZPOPMIN key n, BLMOVE
+/// within this shard -> the pop plus the push), read off the reply.
 fn log_pop(shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], reply: &[u8]) {
     let leaves = shard::propagate::leaves(reply);
     let side = |head: bool| -> &'static [u8] {

@@ -4,14 +4,13 @@
 //! shard/src/commands/list.rs.
 
 use super::reply::reply;
-use crate::blocking::across::{move_across, End, Moved};
+use crate::blocking::across::{list_or_missing, move_across, End, Moved};
 use crate::blocking::{BlockOp, BlockWait};
 use crate::coordinator::dispatch::call;
 use crate::session::Connection;
 use shard::commands::list::{parse_mpop, parse_side, try_mpop};
 use shard::commands::Ctx;
 use shard::reply::errors::{SYNTAX, WRONGTYPE};
-use shard::value::Value;
 use shard::{Args, Reply};
 
 /// Runs `f` against `shard`'s data with a scratch reply buffer; returns what
@@ -29,15 +28,6 @@ async fn on_shard<T: Send + 'static>(
         (r, out)
     })
     .await
-}
-
-/// Whether `key` on `shard` is missing or a list.
-async fn list_or_missing(conn: &Connection, shard: usize, key: Vec<u8>) -> bool {
-    on_shard(conn, shard, move |s, ctx| {
-        matches!(s.dbs[ctx.db].peek(&key, ctx.now).map(|e| &e.value), None | Some(Value::List(_)))
-    })
-    .await
-    .is_some_and(|(ok, _)| ok)
 }
 
 /// LMOVE/RPOPLPUSH with source and destination on different shards (the
@@ -138,7 +128,9 @@ pub async fn blocking(conn: &mut Connection, name: &str, args: Args<'_>) -> Opti
         (keys, op)
     };
     if let BlockOp::Move { dst, dst_shard, .. } = &op {
-        if *dst_shard != conn.core.shard_of(&keys[0]) && !list_or_missing(conn, *dst_shard, dst.clone()).await {
+        if *dst_shard != conn.core.shard_of(&keys[0])
+            && !list_or_missing(&conn.core, conn.state.db, *dst_shard, dst.clone()).await
+        {
             conn.error(WRONGTYPE);
             return None;
         }
