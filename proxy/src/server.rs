@@ -19,8 +19,10 @@ use crate::tls;
 use glommio::net::TcpListener;
 use shard::{Config, Shard};
 use socket2::{Domain, Protocol, Socket, Type};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,15 +72,21 @@ fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<(Ra
     Ok((fd, unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) }))
 }
 
-/// Serves an accepted connection; `tls`: after a TLS handshake.
+/// Serves an accepted connection; `tls`: after a TLS handshake. A
+/// connection on the client ring is its driver's task, else glommio's.
 fn spawn_conn(core: Rc<Core>, stream: ClientStream, port: Port, tls: Option<TlsConfig>) {
-    match tls {
-        None => glommio::spawn_local(conn::serve(core, stream, port)).detach(),
-        Some(config) => {
-            let config = tls::settings::current(config);
-            glommio::spawn_local(tls::accept::serve(core, stream, port, config)).detach()
-        }
+    let ring = match &stream {
+        ClientStream::Ring(s) => Some(s.ring().clone()),
+        _ => None,
     };
+    let serving: Pin<Box<dyn Future<Output = ()>>> = match tls {
+        None => Box::pin(conn::serve(core, stream, port)),
+        Some(config) => Box::pin(tls::accept::serve(core, stream, port, tls::settings::current(config))),
+    };
+    match ring {
+        Some(ring) => ring.spawn(serving),
+        None => drop(glommio::spawn_local(serving).detach()),
+    }
 }
 
 type TlsConfig = Arc<rustls::ServerConfig>;

@@ -19,6 +19,7 @@
 
 mod bufring;
 pub mod stream;
+mod tasks;
 #[cfg(test)]
 mod tests;
 mod wake;
@@ -168,6 +169,8 @@ pub struct Ring {
     /// Told `true` after each turn that leaves the driver busy (it yields
     /// and runs again at once), `false` before it waits (the turn clock).
     on_turn: RefCell<Option<OnTurn>>,
+    /// Connection tasks the driver polls ([`Ring::spawn`]).
+    tasks: tasks::Queue,
     me: std::rc::Weak<Ring>,
 }
 
@@ -275,6 +278,7 @@ impl Ring {
             driver: RefCell::new(WakeSlot::default()),
             on_accept: RefCell::new(None),
             on_turn: RefCell::new(None),
+            tasks: tasks::Queue::default(),
             me: me.clone(),
         }))
     }
@@ -709,12 +713,23 @@ impl Ring {
     /// reaped.
     pub async fn drive(self: Rc<Self>) {
         let _hook = self.parks_here.then(|| ParkHere::install(self.clone()));
+        let own_waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        let _registered = self.register_driver(&own_waker);
+        // Declared after the registration, so dropped first: a task's drop
+        // that wakes another still finds its ring.
+        let mut tasks = tasks::Tasks::default();
         let mut readiness = self.eventfd.as_ref().map(|fd| glommio::net::ReadReadiness::new(fd.as_raw_fd()));
         let mut busy_turns = 0u32;
         loop {
             self.kicked.set(false);
             self.turn();
-            if self.finished() {
+            if self.tasks.has_work() {
+                // The connections this turn's input woke run now, inside
+                // the driver, sharing one turn clock.
+                self.tell_turn(true);
+                tasks.run(&self);
+            }
+            if self.finished() && tasks.is_empty() && !self.tasks.has_work() {
                 return;
             }
             // Another turn at once only when there is more to do:
@@ -729,7 +744,7 @@ impl Ring {
             // Entries still queued go with the park when it is ours.
             let (unsubmitted, overflowed) = (!sq.is_empty() && !self.parks_here, sq.cq_overflow());
             drop(sq);
-            let busy = unsubmitted || overflowed || self.kicked.get();
+            let busy = unsubmitted || overflowed || self.kicked.get() || self.tasks.has_work();
             self.busy.set(busy);
             if busy {
                 self.tell_turn(true);
@@ -746,7 +761,7 @@ impl Ring {
             // first: it must not outlive a park.
             self.tell_turn(false);
             let signalled = std::future::poll_fn(|cx| {
-                if self.kicked.get() || (self.parks_here && self.has_completions()) {
+                if self.kicked.get() || self.tasks.has_work() || (self.parks_here && self.has_completions()) {
                     return Poll::Ready(false);
                 }
                 self.driver.borrow_mut().wait(cx);

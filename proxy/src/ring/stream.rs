@@ -19,6 +19,11 @@ impl RingStream {
         RingStream { ring, key }
     }
 
+    /// The ring this connection is on (whose driver can run its task).
+    pub fn ring(&self) -> &Rc<Ring> {
+        &self.ring
+    }
+
     pub fn as_raw_fd(&self) -> RawFd {
         self.ring.state.borrow().conns[self.key].fd
     }

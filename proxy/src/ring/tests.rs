@@ -117,7 +117,8 @@ impl Harness {
                 let addr = socket.local_addr().unwrap().as_socket().unwrap();
                 ring.listen(socket.into(), 0);
                 ring.on_accept(move |stream, _| {
-                    glommio::spawn_local(serve(stream, behaviour.clone())).detach();
+                    let ring = stream.ring().clone();
+                    ring.spawn(serve(stream, behaviour.clone()));
                 });
                 let driver = glommio::spawn_local(ring.clone().drive()).detach();
                 tx.send(addr).unwrap();

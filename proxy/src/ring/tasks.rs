@@ -1,0 +1,370 @@
+//! Connection tasks that the ring's driver polls itself.
+//!
+//! A connection spawned on the ring ([`Ring::spawn`]) is not a glommio
+//! task: its future lives in the driver's slab, and a wake-up lists it in
+//! the ring's ready queue, which the driver runs right after the turn that
+//! reaped its input. Input handled that way costs no glommio schedule, no
+//! pass of its task queue and no task reference counting: those were ~17%
+//! of a shard's user time at pipeline 1 (bench/RESULTS.md, "Connections
+//! polled by the driver"). Everything else a connection awaits (timers, the
+//! mesh, glommio channels) wakes it through the same waker.
+//!
+//! A waker is an `Arc<TaskWaker>`, made once per task. Woken on its own
+//! thread it queues the task directly; woken from another thread (nothing
+//! in corekv does so today, but a `Waker` is `Send`) it goes through a
+//! mutex-guarded list and the driver's glommio waker, which is safe to wake
+//! from anywhere.
+
+use super::Ring;
+use slab::Slab;
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+pub(super) type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
+
+thread_local! {
+    /// The rings polling tasks on this thread, by id: a waker that finds
+    /// its ring here is woken locally.
+    static DRIVERS: RefCell<Vec<(u64, Weak<Ring>)>> = const { RefCell::new(Vec::new()) };
+}
+
+static NEXT_RING_ID: AtomicU64 = AtomicU64::new(1);
+
+/// What other threads reach of a ring's tasks.
+#[derive(Default)]
+pub(super) struct Foreign {
+    woken: Mutex<Vec<Arc<TaskWaker>>>,
+    pending: AtomicBool,
+    /// The driver task's own (glommio) waker, set when it starts.
+    driver: Mutex<Option<Waker>>,
+}
+
+/// The tasks' side of a ring: its id, the ready queue and the tasks
+/// spawned since the driver last looked.
+pub(super) struct Queue {
+    pub(super) id: u64,
+    pub(super) ready: RefCell<Vec<usize>>,
+    pub(super) spawned: RefCell<Vec<BoxedTask>>,
+    pub(super) foreign: Arc<Foreign>,
+}
+
+impl Default for Queue {
+    fn default() -> Self {
+        Queue {
+            id: NEXT_RING_ID.fetch_add(1, Ordering::Relaxed),
+            ready: RefCell::default(),
+            spawned: RefCell::default(),
+            foreign: Arc::default(),
+        }
+    }
+}
+
+impl Queue {
+    /// Work for the driver: ready or new tasks, or wake-ups from elsewhere.
+    pub(super) fn has_work(&self) -> bool {
+        !self.ready.borrow().is_empty()
+            || !self.spawned.borrow().is_empty()
+            || self.foreign.pending.load(Ordering::Acquire)
+    }
+}
+
+pub(super) struct TaskWaker {
+    key: usize,
+    ring: u64,
+    /// Listed in the ready queue. Only the ring's thread reads or writes
+    /// it (a plain load and store), as `done`.
+    queued: AtomicBool,
+    /// The task finished: a late wake-up finds nothing to run.
+    done: AtomicBool,
+    foreign: Arc<Foreign>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let ring = DRIVERS.with_borrow(|d| d.iter().find(|(id, _)| *id == self.ring).and_then(|(_, r)| r.upgrade()));
+        match ring {
+            Some(ring) => ring.queue_task(self),
+            None => {
+                self.foreign.woken.lock().unwrap_or_else(|e| e.into_inner()).push(self.clone());
+                self.foreign.pending.store(true, Ordering::Release);
+                if let Some(driver) = self.foreign.driver.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                    driver.wake_by_ref();
+                }
+            }
+        }
+    }
+}
+
+struct Task {
+    future: BoxedTask,
+    waker: Waker,
+    handle: Arc<TaskWaker>,
+}
+
+/// The driver's tasks: owned by its future, so they go when it does.
+#[derive(Default)]
+pub(super) struct Tasks {
+    slab: Slab<Task>,
+    /// The batch being run (the ready queue's buffer, swapped).
+    batch: Vec<usize>,
+}
+
+impl Tasks {
+    pub(super) fn is_empty(&self) -> bool {
+        self.slab.is_empty()
+    }
+
+    /// Polls every task ready when it starts, once: one woken meanwhile
+    /// waits for the next call, so a task that wakes itself (a yield)
+    /// cannot hold the driver.
+    pub(super) fn run(&mut self, ring: &Ring) {
+        let q = &ring.tasks;
+        for future in q.spawned.borrow_mut().drain(..) {
+            let entry = self.slab.vacant_entry();
+            let handle = Arc::new(TaskWaker {
+                key: entry.key(),
+                ring: q.id,
+                queued: AtomicBool::new(true),
+                done: AtomicBool::new(false),
+                foreign: q.foreign.clone(),
+            });
+            q.ready.borrow_mut().push(entry.key());
+            entry.insert(Task { future, waker: Waker::from(handle.clone()), handle });
+        }
+        if q.foreign.pending.swap(false, Ordering::Acquire) {
+            let woken = std::mem::take(&mut *q.foreign.woken.lock().unwrap_or_else(|e| e.into_inner()));
+            for w in woken {
+                ring.queue_task(&w);
+            }
+        }
+        std::mem::swap(&mut self.batch, &mut *q.ready.borrow_mut());
+        for i in 0..self.batch.len() {
+            let key = self.batch[i];
+            let Some(task) = self.slab.get_mut(key) else { continue };
+            task.handle.queued.store(false, Ordering::Relaxed);
+            let mut cx = Context::from_waker(&task.waker);
+            if let Poll::Ready(()) = task.future.as_mut().poll(&mut cx) {
+                task.handle.done.store(true, Ordering::Relaxed);
+                // Dropped here: its stream's release and any wake-ups it
+                // sends only touch the ring's queues, not this slab.
+                drop(self.slab.remove(key));
+            }
+        }
+        self.batch.clear();
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        // The driver went first (the executor is ending): wakers still held
+        // elsewhere find their tasks done.
+        for (_, task) in self.slab.iter() {
+            task.handle.done.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Ring {
+    /// Runs `future` as one of this ring's tasks, polled by its driver.
+    pub fn spawn(&self, future: impl Future<Output = ()> + 'static) {
+        self.tasks.spawned.borrow_mut().push(Box::pin(future));
+        self.driver.borrow_mut().wake();
+    }
+
+    /// Lists the task in the ready queue (once) and wakes a waiting driver.
+    fn queue_task(&self, w: &TaskWaker) {
+        if w.done.load(Ordering::Relaxed) || w.queued.load(Ordering::Relaxed) {
+            return;
+        }
+        w.queued.store(true, Ordering::Relaxed);
+        self.tasks.ready.borrow_mut().push(w.key);
+        self.driver.borrow_mut().wake();
+    }
+
+    /// Makes this thread's wake-ups of the ring's tasks local, and gives
+    /// other threads the driver's waker; undone by the guard's drop.
+    pub(super) fn register_driver(self: &Rc<Self>, driver: &Waker) -> Registered {
+        *self.tasks.foreign.driver.lock().unwrap_or_else(|e| e.into_inner()) = Some(driver.clone());
+        let id = self.tasks.id;
+        DRIVERS.with_borrow_mut(|d| d.push((id, Rc::downgrade(self))));
+        Registered { id, foreign: self.tasks.foreign.clone() }
+    }
+}
+
+pub(super) struct Registered {
+    id: u64,
+    foreign: Arc<Foreign>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        DRIVERS.with_borrow_mut(|d| d.retain(|(id, _)| *id != self.id));
+        *self.foreign.driver.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Ring, RingConfig};
+    use glommio::{LocalExecutorBuilder, Placement};
+    use std::cell::Cell;
+    use std::future::{poll_fn, Future};
+    use std::rc::Rc;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Poll, Waker};
+    use std::time::Duration;
+
+    /// Runs `body` on an executor whose ring driver is running, then stops
+    /// the ring and waits for its driver (and so every task) to finish.
+    fn on_a_ring<F: Future<Output = ()> + 'static>(body: impl FnOnce(Rc<Ring>) -> F + Send + 'static) {
+        LocalExecutorBuilder::new(Placement::Unbound)
+            .spawn(move || async move {
+                let ring = Ring::new(RingConfig::default()).expect("ring");
+                let driver = glommio::spawn_local(ring.clone().drive()).detach();
+                let timeout = async {
+                    glommio::timer::sleep(Duration::from_secs(20)).await;
+                    panic!("the test did not finish in 20 s");
+                };
+                futures_lite::future::or(body(ring.clone()), timeout).await;
+                ring.stop();
+                driver.await;
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    /// Ready once `flag` is set; wakes go through `waiter`.
+    fn until(flag: Rc<Cell<bool>>, waiter: Rc<Cell<Option<Waker>>>) -> impl Future<Output = ()> {
+        poll_fn(move |cx| {
+            if flag.get() {
+                return Poll::Ready(());
+            }
+            waiter.set(Some(cx.waker().clone()));
+            Poll::Pending
+        })
+    }
+
+    fn set_and_wake(flag: &Cell<bool>, waiter: &Cell<Option<Waker>>) {
+        flag.set(true);
+        if let Some(w) = waiter.take() {
+            w.wake();
+        }
+    }
+
+    #[test]
+    fn a_task_woken_from_another_thread_runs() {
+        on_a_ring(|ring| async move {
+            // Only the other thread's wake-up can end this: no timer of
+            // the test's wakes the executor meanwhile.
+            let shared: Arc<Mutex<(bool, Option<Waker>)>> = Arc::default();
+            let (done, body) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(None)));
+            let (task_shared, task_done, task_body) = (shared.clone(), done.clone(), body.clone());
+            ring.spawn(async move {
+                poll_fn(|cx| {
+                    let mut s = task_shared.lock().unwrap();
+                    if s.0 {
+                        return Poll::Ready(());
+                    }
+                    s.1 = Some(cx.waker().clone());
+                    Poll::Pending
+                })
+                .await;
+                set_and_wake(&task_done, &task_body);
+            });
+            let waker = std::thread::spawn(move || loop {
+                let mut s = shared.lock().unwrap();
+                if let Some(w) = s.1.take() {
+                    s.0 = true;
+                    drop(s);
+                    std::thread::sleep(Duration::from_millis(20));
+                    w.wake();
+                    return;
+                }
+                drop(s);
+                std::thread::sleep(Duration::from_millis(1));
+            });
+            until(done, body).await;
+            waker.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_task_that_keeps_yielding_lets_the_others_run() {
+        on_a_ring(|ring| async move {
+            let (b_done, a_done) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(false)));
+            let body = Rc::new(Cell::new(None));
+            let (b, a, waiter) = (b_done.clone(), a_done.clone(), body.clone());
+            ring.spawn(async move {
+                let mut yields = 0;
+                while !b.get() {
+                    yields += 1;
+                    assert!(yields < 10_000, "the other task never ran");
+                    futures_lite::future::yield_now().await;
+                }
+                set_and_wake(&a, &waiter);
+            });
+            let b = b_done.clone();
+            ring.spawn(async move {
+                futures_lite::future::yield_now().await;
+                b.set(true);
+            });
+            until(a_done, body).await;
+        });
+    }
+
+    #[test]
+    fn a_finished_tasks_waker_does_not_run_the_task_in_its_slot() {
+        on_a_ring(|ring| async move {
+            let stale: Rc<Cell<Option<Waker>>> = Rc::default();
+            let (first_done, body) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(None)));
+            let (keep, done, waiter) = (stale.clone(), first_done.clone(), body.clone());
+            ring.spawn(async move {
+                poll_fn(|cx| {
+                    keep.set(Some(cx.waker().clone()));
+                    Poll::Ready(())
+                })
+                .await;
+                set_and_wake(&done, &waiter);
+            });
+            until(first_done, body.clone()).await;
+            // The second task takes the first one's slot; it counts its polls.
+            let (polls, release) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
+            let second_waker: Rc<Cell<Option<Waker>>> = Rc::default();
+            let second_done = Rc::new(Cell::new(false));
+            let (p, r, w, d, waiter) =
+                (polls.clone(), release.clone(), Rc::clone(&second_waker), second_done.clone(), body.clone());
+            ring.spawn(async move {
+                poll_fn(|cx| {
+                    p.set(p.get() + 1);
+                    if r.get() {
+                        return Poll::Ready(());
+                    }
+                    w.set(Some(cx.waker().clone()));
+                    Poll::Pending
+                })
+                .await;
+                set_and_wake(&d, &waiter);
+            });
+            while polls.get() == 0 {
+                futures_lite::future::yield_now().await;
+            }
+            stale.take().expect("the first task's waker").wake();
+            for _ in 0..100 {
+                futures_lite::future::yield_now().await;
+            }
+            assert_eq!(polls.get(), 1, "the stale waker polled the task in its slot");
+            set_and_wake(&release, &second_waker);
+            until(second_done, body).await;
+        });
+    }
+}
