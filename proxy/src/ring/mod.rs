@@ -3,9 +3,10 @@
 //! One ring per shard: multishot accept on the listeners, multishot receive
 //! into a ring of provided buffers, the replies every connection queued
 //! since the last turn sent together, and one `io_uring_enter` per turn to
-//! submit them and reap completions. Connections stay glommio tasks
-//! (`conn.rs`) reading and writing through `stream::RingStream`; the driver task
-//! ([`Ring::drive`]) wakes the ones that got input. When there is nothing
+//! submit them and reap completions. Connections (`conn.rs`) read and
+//! write through `stream::RingStream` and are the driver's own tasks
+//! (`tasks.rs`): the driver ([`Ring::drive`]) polls the ones its turn's
+//! input woke right after the turn. When there is nothing
 //! to do the executor parks in this ring ([`ParkHook`]): one
 //! `io_uring_enter` submits the replies queued since the last one and waits
 //! for input, a timer, or glommio's own rings (the mesh's wake-ups). Where
@@ -170,7 +171,7 @@ pub struct Ring {
     /// and runs again at once), `false` before it waits (the turn clock).
     on_turn: RefCell<Option<OnTurn>>,
     /// Connection tasks the driver polls ([`Ring::spawn`]).
-    tasks: tasks::Queue,
+    tasks: Rc<tasks::Queue>,
     me: std::rc::Weak<Ring>,
 }
 
@@ -278,9 +279,15 @@ impl Ring {
             driver: RefCell::new(WakeSlot::default()),
             on_accept: RefCell::new(None),
             on_turn: RefCell::new(None),
-            tasks: tasks::Queue::default(),
+            tasks: Rc::default(),
             me: me.clone(),
         }))
+    }
+
+    /// Runs `future` as one of this ring's tasks, polled by its driver
+    /// (`tasks.rs`) rather than scheduled by glommio.
+    pub fn spawn(&self, future: impl std::future::Future<Output = ()> + 'static) {
+        self.tasks.spawn(Box::pin(future));
     }
 
     /// What each accepted connection is handed to (`stream::on_accept`
@@ -714,10 +721,10 @@ impl Ring {
     pub async fn drive(self: Rc<Self>) {
         let _hook = self.parks_here.then(|| ParkHere::install(self.clone()));
         let own_waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
-        let _registered = self.register_driver(&own_waker);
+        let _registered = self.tasks.register(&own_waker);
         // Declared after the registration, so dropped first: a task's drop
         // that wakes another still finds its ring.
-        let mut tasks = tasks::Tasks::default();
+        let mut running = tasks::Tasks::default();
         let mut readiness = self.eventfd.as_ref().map(|fd| glommio::net::ReadReadiness::new(fd.as_raw_fd()));
         let mut busy_turns = 0u32;
         loop {
@@ -727,9 +734,9 @@ impl Ring {
                 // The connections this turn's input woke run now, inside
                 // the driver, sharing one turn clock.
                 self.tell_turn(true);
-                tasks.run(&self);
+                running.run(&self.tasks);
             }
-            if self.finished() && tasks.is_empty() && !self.tasks.has_work() {
+            if self.finished() && running.is_empty() && !self.tasks.has_work() {
                 return;
             }
             // Another turn at once only when there is more to do:
@@ -765,6 +772,7 @@ impl Ring {
                     return Poll::Ready(false);
                 }
                 self.driver.borrow_mut().wait(cx);
+                self.tasks.wait(cx);
                 match readiness.as_mut() {
                     Some(r) => r.poll_ready(cx).map(|()| true),
                     None => Poll::Pending,
@@ -772,6 +780,7 @@ impl Ring {
             })
             .await;
             self.driver.borrow_mut().cancel();
+            self.tasks.cancel_wait();
             if let (true, Some(fd)) = (signalled, &self.eventfd) {
                 // Reset the eventfd before the next turn's enter drains the
                 // kernel's work: with DEFER_TASKRUN it is signalled only when

@@ -1,6 +1,6 @@
 //! Connection tasks that the ring's driver polls itself.
 //!
-//! A connection spawned on the ring ([`Ring::spawn`]) is not a glommio
+//! A connection spawned on the ring (`Ring::spawn`) is not a glommio
 //! task: its future lives in the driver's slab, and a wake-up lists it in
 //! the ring's ready queue, which the driver runs right after the turn that
 //! reaped its input. Input handled that way costs no glommio schedule, no
@@ -10,12 +10,11 @@
 //! mesh, glommio channels) wakes it through the same waker.
 //!
 //! A waker is an `Arc<TaskWaker>`, made once per task. Woken on its own
-//! thread it queues the task directly; woken from another thread (nothing
-//! in corekv does so today, but a `Waker` is `Send`) it goes through a
-//! mutex-guarded list and the driver's glommio waker, which is safe to wake
-//! from anywhere.
+//! thread it queues the task directly; woken from another thread (a
+//! `Waker` is `Send`) it goes through a mutex-guarded list and the
+//! driver's glommio waker, which is safe to wake from anywhere.
 
-use super::Ring;
+use super::wake::WakeSlot;
 use slab::Slab;
 use std::cell::RefCell;
 use std::future::Future;
@@ -25,41 +24,44 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-pub(super) type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
+type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
 
 thread_local! {
-    /// The rings polling tasks on this thread, by id: a waker that finds
-    /// its ring here is woken locally.
-    static DRIVERS: RefCell<Vec<(u64, Weak<Ring>)>> = const { RefCell::new(Vec::new()) };
+    /// The task queues of the rings driven on this thread, by id: a waker
+    /// that finds its queue here is woken locally.
+    static QUEUES: RefCell<Vec<(u64, Weak<Queue>)>> = const { RefCell::new(Vec::new()) };
 }
 
-static NEXT_RING_ID: AtomicU64 = AtomicU64::new(1);
+static NEXT_QUEUE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// What other threads reach of a ring's tasks.
 #[derive(Default)]
-pub(super) struct Foreign {
+struct Foreign {
     woken: Mutex<Vec<Arc<TaskWaker>>>,
     pending: AtomicBool,
     /// The driver task's own (glommio) waker, set when it starts.
     driver: Mutex<Option<Waker>>,
 }
 
-/// The tasks' side of a ring: its id, the ready queue and the tasks
-/// spawned since the driver last looked.
+/// A ring's ready queue and the tasks spawned since its driver last
+/// looked.
 pub(super) struct Queue {
-    pub(super) id: u64,
-    pub(super) ready: RefCell<Vec<usize>>,
-    pub(super) spawned: RefCell<Vec<BoxedTask>>,
-    pub(super) foreign: Arc<Foreign>,
+    id: u64,
+    ready: RefCell<Vec<usize>>,
+    spawned: RefCell<Vec<BoxedTask>>,
+    foreign: Arc<Foreign>,
+    /// The driver, while it waits for work.
+    driver: RefCell<WakeSlot>,
 }
 
 impl Default for Queue {
     fn default() -> Self {
         Queue {
-            id: NEXT_RING_ID.fetch_add(1, Ordering::Relaxed),
+            id: NEXT_QUEUE_ID.fetch_add(1, Ordering::Relaxed),
             ready: RefCell::default(),
             spawned: RefCell::default(),
             foreign: Arc::default(),
+            driver: RefCell::default(),
         }
     }
 }
@@ -71,12 +73,57 @@ impl Queue {
             || !self.spawned.borrow().is_empty()
             || self.foreign.pending.load(Ordering::Acquire)
     }
+
+    /// The driver in `cx` waits for work (with whatever else it waits for).
+    pub(super) fn wait(&self, cx: &Context<'_>) {
+        self.driver.borrow_mut().wait(cx);
+    }
+
+    /// The driver stopped waiting.
+    pub(super) fn cancel_wait(&self) {
+        self.driver.borrow_mut().cancel();
+    }
+
+    pub(super) fn spawn(&self, future: BoxedTask) {
+        self.spawned.borrow_mut().push(future);
+        self.driver.borrow_mut().wake();
+    }
+
+    /// Lists the task in the ready queue (once) and wakes a waiting driver.
+    fn queue(&self, w: &TaskWaker) {
+        if w.done.load(Ordering::Relaxed) || w.queued.load(Ordering::Relaxed) {
+            return;
+        }
+        w.queued.store(true, Ordering::Relaxed);
+        self.ready.borrow_mut().push(w.key);
+        self.driver.borrow_mut().wake();
+    }
+
+    /// Makes this thread's wake-ups of the queue's tasks local, and gives
+    /// other threads the driver's waker; undone by the guard's drop.
+    pub(super) fn register(self: &Rc<Self>, driver: &Waker) -> Registered {
+        *self.foreign.driver.lock().unwrap_or_else(|e| e.into_inner()) = Some(driver.clone());
+        QUEUES.with_borrow_mut(|q| q.push((self.id, Rc::downgrade(self))));
+        Registered { id: self.id, foreign: self.foreign.clone() }
+    }
 }
 
-pub(super) struct TaskWaker {
+pub(super) struct Registered {
+    id: u64,
+    foreign: Arc<Foreign>,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        QUEUES.with_borrow_mut(|q| q.retain(|(id, _)| *id != self.id));
+        *self.foreign.driver.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+struct TaskWaker {
     key: usize,
-    ring: u64,
-    /// Listed in the ready queue. Only the ring's thread reads or writes
+    queue: u64,
+    /// Listed in the ready queue. Only the queue's thread reads or writes
     /// it (a plain load and store), as `done`.
     queued: AtomicBool,
     /// The task finished: a late wake-up finds nothing to run.
@@ -90,9 +137,9 @@ impl Wake for TaskWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let ring = DRIVERS.with_borrow(|d| d.iter().find(|(id, _)| *id == self.ring).and_then(|(_, r)| r.upgrade()));
-        match ring {
-            Some(ring) => ring.queue_task(self),
+        let queue = QUEUES.with_borrow(|q| q.iter().find(|(id, _)| *id == self.queue).and_then(|(_, q)| q.upgrade()));
+        match queue {
+            Some(queue) => queue.queue(self),
             None => {
                 self.foreign.woken.lock().unwrap_or_else(|e| e.into_inner()).push(self.clone());
                 self.foreign.pending.store(true, Ordering::Release);
@@ -126,13 +173,12 @@ impl Tasks {
     /// Polls every task ready when it starts, once: one woken meanwhile
     /// waits for the next call, so a task that wakes itself (a yield)
     /// cannot hold the driver.
-    pub(super) fn run(&mut self, ring: &Ring) {
-        let q = &ring.tasks;
+    pub(super) fn run(&mut self, q: &Queue) {
         for future in q.spawned.borrow_mut().drain(..) {
             let entry = self.slab.vacant_entry();
             let handle = Arc::new(TaskWaker {
                 key: entry.key(),
-                ring: q.id,
+                queue: q.id,
                 queued: AtomicBool::new(true),
                 done: AtomicBool::new(false),
                 foreign: q.foreign.clone(),
@@ -143,7 +189,7 @@ impl Tasks {
         if q.foreign.pending.swap(false, Ordering::Acquire) {
             let woken = std::mem::take(&mut *q.foreign.woken.lock().unwrap_or_else(|e| e.into_inner()));
             for w in woken {
-                ring.queue_task(&w);
+                q.queue(&w);
             }
         }
         std::mem::swap(&mut self.batch, &mut *q.ready.borrow_mut());
@@ -170,45 +216,6 @@ impl Drop for Tasks {
         for (_, task) in self.slab.iter() {
             task.handle.done.store(true, Ordering::Relaxed);
         }
-    }
-}
-
-impl Ring {
-    /// Runs `future` as one of this ring's tasks, polled by its driver.
-    pub fn spawn(&self, future: impl Future<Output = ()> + 'static) {
-        self.tasks.spawned.borrow_mut().push(Box::pin(future));
-        self.driver.borrow_mut().wake();
-    }
-
-    /// Lists the task in the ready queue (once) and wakes a waiting driver.
-    fn queue_task(&self, w: &TaskWaker) {
-        if w.done.load(Ordering::Relaxed) || w.queued.load(Ordering::Relaxed) {
-            return;
-        }
-        w.queued.store(true, Ordering::Relaxed);
-        self.tasks.ready.borrow_mut().push(w.key);
-        self.driver.borrow_mut().wake();
-    }
-
-    /// Makes this thread's wake-ups of the ring's tasks local, and gives
-    /// other threads the driver's waker; undone by the guard's drop.
-    pub(super) fn register_driver(self: &Rc<Self>, driver: &Waker) -> Registered {
-        *self.tasks.foreign.driver.lock().unwrap_or_else(|e| e.into_inner()) = Some(driver.clone());
-        let id = self.tasks.id;
-        DRIVERS.with_borrow_mut(|d| d.push((id, Rc::downgrade(self))));
-        Registered { id, foreign: self.tasks.foreign.clone() }
-    }
-}
-
-pub(super) struct Registered {
-    id: u64,
-    foreign: Arc<Foreign>,
-}
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        DRIVERS.with_borrow_mut(|d| d.retain(|(id, _)| *id != self.id));
-        *self.foreign.driver.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
