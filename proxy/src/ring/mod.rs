@@ -129,6 +129,9 @@ struct State {
     listeners: Vec<Listener>,
     /// Connections with output to send or a receive to arm this turn.
     dirty: Vec<usize>,
+    /// The list `prepare` works through (swapped with `dirty`, so neither
+    /// is allocated again each turn).
+    preparing: Vec<usize>,
     bufs: BufRing,
     /// Connections accepted this turn (key, listener tag), handed out
     /// once the state is no longer borrowed.
@@ -261,6 +264,7 @@ impl Ring {
                 conns: Slab::new(),
                 listeners: Vec::new(),
                 dirty: Vec::new(),
+                preparing: Vec::new(),
                 bufs,
                 accepted: Vec::new(),
                 stopping: false,
@@ -423,10 +427,11 @@ impl Ring {
 
     /// Queues this turn's sends and receive re-arms.
     fn prepare(&self, st: &mut State) {
-        let State { conns, dirty, bufs, .. } = st;
+        let State { conns, dirty, preparing, bufs, .. } = st;
         let group = bufs.group();
         let have_buffers = bufs.lent < bufs.count() as u32;
-        for key in std::mem::take(dirty) {
+        std::mem::swap(dirty, preparing);
+        for key in preparing.drain(..) {
             let Some(c) = conns.get_mut(key) else { continue };
             c.dirty = false;
             if !c.send_inflight && !c.queued.is_empty() && !c.failed {
