@@ -408,9 +408,9 @@ impl Connection {
                 self.set_registry_omem(held);
             }
             let written = match soft_deadline {
-                None => Some(stream.write_all(&self.pipeline.out).await),
+                None => Some(stream.write_vec(&mut self.pipeline.out).await),
                 Some(at) => {
-                    let write = async { Some(stream.write_all(&self.pipeline.out).await) };
+                    let write = async { Some(stream.write_vec(&mut self.pipeline.out).await) };
                     let timer = async {
                         glommio::timer::sleep(at.saturating_duration_since(Instant::now())).await;
                         None

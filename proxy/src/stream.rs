@@ -97,6 +97,21 @@ impl ClientStream {
     }
 }
 
+impl ClientStream {
+    /// Writes all of `out` and leaves it empty; on the ring the buffer
+    /// itself is handed over when the connection has nothing queued.
+    pub async fn write_vec(&mut self, out: &mut Vec<u8>) -> std::io::Result<()> {
+        match self {
+            ClientStream::Ring(s) => std::future::poll_fn(|cx| s.poll_write_vec(cx, out)).await,
+            _ => {
+                futures_lite::AsyncWriteExt::write_all(self, out).await?;
+                out.clear();
+                Ok(())
+            }
+        }
+    }
+}
+
 impl AsyncRead for ClientStream {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
         match self.get_mut() {

@@ -104,8 +104,23 @@ impl AsyncRead for RingStream {
     }
 }
 
-impl AsyncWrite for RingStream {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+impl RingStream {
+    /// Queues `out` whole and leaves it empty: when nothing else is queued
+    /// the buffers are swapped rather than the bytes copied (a large
+    /// reply was copied twice, into `out` and then here).
+    pub fn poll_write_vec(&self, cx: &mut Context<'_>, out: &mut Vec<u8>) -> Poll<std::io::Result<()>> {
+        self.poll_queue(cx, |queued| {
+            if queued.is_empty() {
+                std::mem::swap(queued, out);
+            } else {
+                queued.extend_from_slice(out);
+                out.clear();
+            }
+        })
+    }
+
+    /// Runs `put` on the connection's queue once there is room for more.
+    fn poll_queue(&self, cx: &mut Context<'_>, put: impl FnOnce(&mut Vec<u8>)) -> Poll<std::io::Result<()>> {
         let ring = &self.ring;
         let mut st = ring.state.borrow_mut();
         let c = &mut st.conns[self.key];
@@ -120,11 +135,17 @@ impl AsyncWrite for RingStream {
             c.writer.wait(cx);
             return Poll::Pending;
         }
-        c.queued.extend_from_slice(buf);
+        put(&mut c.queued);
         ring.mark(&mut st, self.key);
         drop(st);
         ring.kick();
-        Poll::Ready(Ok(buf.len()))
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for RingStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        self.poll_queue(cx, |queued| queued.extend_from_slice(buf)).map_ok(|()| buf.len())
     }
 
     fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
