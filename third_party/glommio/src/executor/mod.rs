@@ -1116,6 +1116,8 @@ pub struct LocalExecutor {
     id: usize,
     reactor: Rc<reactor::Reactor>,
     stall_detector: RefCell<Option<StallDetector>>,
+    /// corekv: the last queue run stopped because it yielded.
+    queue_yielded: std::cell::Cell<bool>,
 }
 
 impl LocalExecutor {
@@ -1171,6 +1173,7 @@ impl LocalExecutor {
                 config.record_io_latencies,
                 blocking_thread,
             )?),
+            queue_yielded: std::cell::Cell::new(false),
             stall_detector: RefCell::new(
                 config
                     .detect_stalls
@@ -1337,6 +1340,16 @@ impl LocalExecutor {
             } else {
                 ran = true;
             }
+            // corekv: a queue that yielded (`yield_task_queue_now`) lets the
+            // reactor poll before anything runs again. Without this, a task
+            // that keeps yielding in the only active queue ran it back to
+            // back until the preempt timer fired (100 ms): timers and
+            // other shards' messages waited that long under a steady load
+            // (tests/atomicity.rs `blmove_never_torn`: 586 cross-shard
+            // MULTI reads in 12 s, where there were 20,000).
+            if self.queue_yielded.replace(false) {
+                break;
+            }
         }
         ran
     }
@@ -1380,6 +1393,7 @@ impl LocalExecutor {
             loop {
                 let mut queue_ref = queue.borrow_mut();
                 if self.need_preempt() || queue_ref.yielded() {
+                    self.queue_yielded.set(queue_ref.yielded());
                     break;
                 }
 

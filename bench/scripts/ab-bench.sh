@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Server CPU per request of several servers under the same corekv-bench
+# workload, interleaved (ab-cpu.sh's method for the suites' load
+# generator): every server starts once, pinned to one CPU, is preloaded
+# once, and the rounds run each server's test in turn, so the VM's drift
+# hits all of them alike. Prints the median of each server's CPU per
+# request (corekv-bench --server-pid: utime+stime from /proc).
+#
+#   bench/scripts/ab-bench.sh ROUNDS CONNECTIONS LABEL:BINARY ...   (BINARY "redis" = redis-server)
+#
+# Environment: SIZES (--data-size-list, "100:99,102400:1": the skewed
+# suite's values), RATIO (SET:GET, 1:2), KEYS (100000), ROUND_SECONDS (3),
+# SERVER_CPU (0), CLIENT_CPU (1).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=$1
+conns=$2
+shift 2
+bench=target/release/corekv-bench
+server_cpu=${SERVER_CPU:-0}
+client_cpu=${CLIENT_CPU:-1}
+workload=(--key-minimum 0 --key-maximum $((${KEYS:-100000} - 1)) --data-size-list "${SIZES:-100:99,102400:1}" --seed 1)
+out=$(mktemp)
+pids=()
+ports=()
+labels=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "$out"' EXIT
+for spec in "$@"; do
+  IFS=: read -r label bin <<<"$spec"
+  port=$((31000 + RANDOM % 1000 + ${#pids[@]}))
+  if [[ $bin == redis ]]; then
+    taskset -c "$server_cpu" redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
+  else
+    taskset -c "$server_cpu" "$bin" --port "$port" --shards 1 --cpus "$server_cpu" --save '' >/dev/null 2>&1 &
+  fi
+  pids+=($!)
+  ports+=("$port")
+  labels+=("$label")
+done
+for port in "${ports[@]}"; do
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  taskset -c "$client_cpu" "$bench" -p "$port" -t 1 --preload --command PING -n 1 -c 16 "${workload[@]}" >/dev/null 2>&1
+done
+for _ in $(seq "$rounds"); do
+  for i in "${!pids[@]}"; do
+    cpu=$(taskset -c "$client_cpu" "$bench" -p "${ports[$i]}" -t 1 --warmup 1 --test-time "${ROUND_SECONDS:-3}" \
+      --allow-errors "${workload[@]}" -c "$conns" --ratio "${RATIO:-1:2}" --server-pid "${pids[$i]}" 2>&1 |
+      sed -n 's/.*server CPU.*: \([0-9.]*\) µs per request.*/\1/p')
+    echo "${labels[$i]} $cpu" >>"$out"
+  done
+done
+python3 - "$out" <<'PY'
+import collections, statistics, sys
+rows = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    label, cpu = line.split()
+    rows[label].append(float(cpu))
+for label, r in rows.items():
+    print(f"{label:10} rounds {len(r)}  server CPU µs/request: median {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})")
+PY
