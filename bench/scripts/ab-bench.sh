@@ -25,20 +25,10 @@ pids=()
 ports=()
 labels=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "$out"' EXIT
-for spec in "$@"; do
-  IFS=: read -r label bin <<<"$spec"
-  port=$((31000 + RANDOM % 1000 + ${#pids[@]}))
-  if [[ $bin == redis ]]; then
-    taskset -c "$server_cpu" redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
-  else
-    taskset -c "$server_cpu" "$bin" --port "$port" --shards 1 --cpus "$server_cpu" --save '' >/dev/null 2>&1 &
-  fi
-  pids+=($!)
-  ports+=("$port")
-  labels+=("$label")
-done
+# shellcheck source=bench/scripts/pinned-servers.sh
+source bench/scripts/pinned-servers.sh
+start_pinned_servers 31000 "$server_cpu" "$@"
 for port in "${ports[@]}"; do
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   taskset -c "$client_cpu" "$bench" -p "$port" -t 1 --preload --command PING -n 1 -c 16 "${workload[@]}" >/dev/null 2>&1
 done
 for _ in $(seq "$rounds"); do

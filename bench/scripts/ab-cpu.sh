@@ -20,20 +20,10 @@ pids=()
 ports=()
 labels=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "$out"' EXIT
-for spec in "$@"; do
-  IFS=: read -r label bin <<<"$spec"
-  port=$((28000 + RANDOM % 1000 + ${#pids[@]}))
-  if [[ $bin == redis ]]; then
-    taskset -c "$server_cpu" redis-server --port "$port" --save '' --appendonly no >/dev/null 2>&1 &
-  else
-    taskset -c "$server_cpu" "$bin" --port "$port" --shards 1 --cpus "$server_cpu" --save '' >/dev/null 2>&1 &
-  fi
-  pids+=($!)
-  ports+=("$port")
-  labels+=("$label")
-done
+# shellcheck source=bench/scripts/pinned-servers.sh
+source "$(dirname "${BASH_SOURCE[0]}")/pinned-servers.sh"
+start_pinned_servers 28000 "$server_cpu" "$@"
 for port in "${ports[@]}"; do
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   taskset -c "$client_cpu" redis-benchmark -p "$port" -q -t set -c 50 -d 100 -r 100000 -n 300000 -P 16 >/dev/null 2>&1
 done
 n=${N:-200000}
