@@ -95,9 +95,7 @@ impl ClientStream {
             .with_retries(3);
         let _ = self.with_socket(|s| s.set_tcp_keepalive(&ka));
     }
-}
 
-impl ClientStream {
     /// Writes all of `out` and leaves it empty; on the ring the buffer
     /// itself is handed over when the connection has nothing queued.
     pub async fn write_vec(&mut self, out: &mut Vec<u8>) -> std::io::Result<()> {

@@ -293,8 +293,8 @@ impl Ring {
 
     /// Runs `future` as one of this ring's tasks, polled by its driver
     /// (`tasks.rs`) rather than scheduled by glommio.
-    pub fn spawn(&self, future: impl std::future::Future<Output = ()> + 'static) {
-        self.tasks.spawn(Box::pin(future));
+    pub fn spawn(&self, future: std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>) {
+        self.tasks.spawn(future);
     }
 
     /// What each accepted connection is handed to (`stream::on_accept`

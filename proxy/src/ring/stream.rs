@@ -79,32 +79,7 @@ impl RingStream {
         }
         (n > 0).then_some(n)
     }
-}
 
-impl AsyncRead for RingStream {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
-        let ring = &self.ring;
-        let mut st = ring.state.borrow_mut();
-        if let Some(n) = Self::take_input(&mut st, self.key, buf) {
-            // Buffers came back: a receive that ran out of them (waiting in
-            // the dirty list) can resume.
-            let starved = !st.dirty.is_empty();
-            drop(st);
-            if starved {
-                ring.kick();
-            }
-            return Poll::Ready(Ok(n));
-        }
-        let c = &mut st.conns[self.key];
-        if c.eof || buf.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        c.reader.wait(cx);
-        Poll::Pending
-    }
-}
-
-impl RingStream {
     /// Queues `out` whole and leaves it empty: when nothing else is queued
     /// the buffers are swapped rather than the bytes copied (a large
     /// reply was copied twice, into `out` and then here).
@@ -140,6 +115,29 @@ impl RingStream {
         drop(st);
         ring.kick();
         Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncRead for RingStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+        let ring = &self.ring;
+        let mut st = ring.state.borrow_mut();
+        if let Some(n) = Self::take_input(&mut st, self.key, buf) {
+            // Buffers came back: a receive that ran out of them (waiting in
+            // the dirty list) can resume.
+            let starved = !st.dirty.is_empty();
+            drop(st);
+            if starved {
+                ring.kick();
+            }
+            return Poll::Ready(Ok(n));
+        }
+        let c = &mut st.conns[self.key];
+        if c.eof || buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        c.reader.wait(cx);
+        Poll::Pending
     }
 }
 

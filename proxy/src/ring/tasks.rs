@@ -276,7 +276,7 @@ mod tests {
             let shared: Arc<Mutex<(bool, Option<Waker>)>> = Arc::default();
             let (done, body) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(None)));
             let (task_shared, task_done, task_body) = (shared.clone(), done.clone(), body.clone());
-            ring.spawn(async move {
+            ring.spawn(Box::pin(async move {
                 poll_fn(|cx| {
                     let mut s = task_shared.lock().unwrap();
                     if s.0 {
@@ -287,7 +287,7 @@ mod tests {
                 })
                 .await;
                 set_and_wake(&task_done, &task_body);
-            });
+            }));
             let waker = std::thread::spawn(move || loop {
                 let mut s = shared.lock().unwrap();
                 if let Some(w) = s.1.take() {
@@ -311,7 +311,7 @@ mod tests {
             let (b_done, a_done) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(false)));
             let body = Rc::new(Cell::new(None));
             let (b, a, waiter) = (b_done.clone(), a_done.clone(), body.clone());
-            ring.spawn(async move {
+            ring.spawn(Box::pin(async move {
                 let mut yields = 0;
                 while !b.get() {
                     yields += 1;
@@ -319,12 +319,12 @@ mod tests {
                     futures_lite::future::yield_now().await;
                 }
                 set_and_wake(&a, &waiter);
-            });
+            }));
             let b = b_done.clone();
-            ring.spawn(async move {
+            ring.spawn(Box::pin(async move {
                 futures_lite::future::yield_now().await;
                 b.set(true);
-            });
+            }));
             until(a_done, body).await;
         });
     }
@@ -335,14 +335,14 @@ mod tests {
             let stale: Rc<Cell<Option<Waker>>> = Rc::default();
             let (first_done, body) = (Rc::new(Cell::new(false)), Rc::new(Cell::new(None)));
             let (keep, done, waiter) = (stale.clone(), first_done.clone(), body.clone());
-            ring.spawn(async move {
+            ring.spawn(Box::pin(async move {
                 poll_fn(|cx| {
                     keep.set(Some(cx.waker().clone()));
                     Poll::Ready(())
                 })
                 .await;
                 set_and_wake(&done, &waiter);
-            });
+            }));
             until(first_done, body.clone()).await;
             // The second task takes the first one's slot; it counts its polls.
             let (polls, release) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
@@ -350,7 +350,7 @@ mod tests {
             let second_done = Rc::new(Cell::new(false));
             let (p, r, w, d, waiter) =
                 (polls.clone(), release.clone(), Rc::clone(&second_waker), second_done.clone(), body.clone());
-            ring.spawn(async move {
+            ring.spawn(Box::pin(async move {
                 poll_fn(|cx| {
                     p.set(p.get() + 1);
                     if r.get() {
@@ -361,7 +361,7 @@ mod tests {
                 })
                 .await;
                 set_and_wake(&d, &waiter);
-            });
+            }));
             while polls.get() == 0 {
                 futures_lite::future::yield_now().await;
             }

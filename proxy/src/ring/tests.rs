@@ -118,7 +118,7 @@ impl Harness {
                 ring.listen(socket.into(), 0);
                 ring.on_accept(move |stream, _| {
                     let ring = stream.ring().clone();
-                    ring.spawn(serve(stream, behaviour.clone()));
+                    ring.spawn(Box::pin(serve(stream, behaviour.clone())));
                 });
                 let driver = glommio::spawn_local(ring.clone().drive()).detach();
                 tx.send(addr).unwrap();
