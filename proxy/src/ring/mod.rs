@@ -766,9 +766,11 @@ impl Ring {
                 busy_turns += 1;
                 if busy_turns.is_multiple_of(TURNS_PER_REACTOR_POLL) {
                     glommio::executor().yield_task_queue_now().await;
-                } else {
+                } else if glommio::executor().others_runnable() {
                     futures_lite::future::yield_now().await;
                 }
+                // Else a yield would only bring the driver straight back
+                // through glommio's queue: the next turn starts now.
                 continue;
             }
             // Wait for a kick (woken connections run first) or completions,

@@ -1276,6 +1276,14 @@ impl LocalExecutor {
             .index
     }
 
+    /// corekv: another task queue is active, or the running one has tasks
+    /// queued besides the caller.
+    fn others_runnable(&self) -> bool {
+        let queues = self.queues.borrow();
+        !queues.active_executors.is_empty()
+            || queues.active_executing.as_ref().is_some_and(|q| q.borrow().ex.is_active())
+    }
+
     fn mark_me_for_yield(&self) {
         let queues = self.queues.borrow();
         let mut me = queues.active_executing.as_ref().unwrap().borrow_mut();
@@ -2210,6 +2218,19 @@ impl ExecutorProxy {
     /// Unless you know you need to yield right now, using
     /// [`ExecutorProxy::yield_if_needed`] instead is the better choice.
     #[inline(always)]
+    /// corekv: true when a yield would let something else run: another
+    /// task queue is active or the running one has tasks queued. A task
+    /// that loops can skip a yield that would only bring it straight back.
+    /// Says nothing of the reactor's pending events (timers, channels):
+    /// only [`ExecutorProxy::yield_task_queue_now`] polls those.
+    pub fn others_runnable(&self) -> bool {
+        #[cfg(not(feature = "native-tls"))]
+        return LOCAL_EX.is_set() && LOCAL_EX.with(|local_ex| local_ex.others_runnable());
+
+        #[cfg(feature = "native-tls")]
+        return unsafe { LOCAL_EX.as_ref().is_some_and(|ex| ex.others_runnable()) };
+    }
+
     pub async fn yield_task_queue_now(&self) {
         #[cfg(not(feature = "native-tls"))]
         {
