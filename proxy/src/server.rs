@@ -259,8 +259,12 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     let tls = Listeners::new(&core, node_port)?;
     let metrics = metrics_listeners(&core, &setup.listen, backlog)?;
     if core.config().client_ring {
-        let sqpoll_ms = core.config().client_ring_sqpoll_ms;
-        match client_ring(sqpoll_ms) {
+        let config = RingConfig {
+            sqpoll_ms: core.config().client_ring_sqpoll_ms,
+            gather_bound: Duration::from_micros(core.config().client_ring_gather_us.into()),
+            ..RingConfig::default()
+        };
+        match client_ring(config) {
             Ok(ring) => return run_ring(core, ring, &setup.listen, backlog, &tls, metrics, listening).await,
             Err(e) if core.index == 0 => {
                 log::warning(&format!("client-ring: {e}; client sockets stay on glommio's reactor"))
@@ -340,14 +344,14 @@ fn metrics_listeners(
 
 /// This core's client ring, if the kernel has what it needs: multishot
 /// receive (Linux 6.0) and provided-buffer rings (5.19).
-fn client_ring(sqpoll_ms: u32) -> Result<Rc<Ring>, String> {
+fn client_ring(config: RingConfig) -> Result<Rc<Ring>, String> {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let mut version = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
     let (major, minor) = (version.next().unwrap_or(0), version.next().unwrap_or(0));
     if (major, minor) < (6, 0) {
         return Err(format!("Linux {} has no multishot receive (6.0 or newer needed)", release.trim()));
     }
-    Ring::new(RingConfig { sqpoll_ms, ..RingConfig::default() }).map_err(|e| format!("setting up the ring: {e}"))
+    Ring::new(config).map_err(|e| format!("setting up the ring: {e}"))
 }
 
 /// `run_core` with the client sockets on this core's own ring.

@@ -97,6 +97,9 @@ pub struct Config {
     /// With `client_ring`: a kernel SQPOLL thread per shard that idles after
     /// this many ms (0: off). For hosts with spare cores.
     pub client_ring_sqpoll_ms: u32,
+    /// With `client_ring`: the longest a shard waits for more than one
+    /// completion under load, µs (0: it wakes at the first).
+    pub client_ring_gather_us: u32,
     /// Ms a script runs before SCRIPT KILL / FUNCTION KILL may stop it
     /// (`busy-reply-threshold`, alias `lua-time-limit`; 0: never).
     pub busy_reply_threshold: u64,
@@ -443,6 +446,7 @@ impl Default for Config {
             rdb_key_save_delay: 0,
             client_ring: true,
             client_ring_sqpoll_ms: 0,
+            client_ring_gather_us: 20,
             busy_reply_threshold: 5000,
             replicaof: None,
             masterauth: String::new(),
@@ -821,6 +825,8 @@ pub static PARAMS: &[Param] = &[
         int_in(v, 0, i32::MAX as i64)? as u64),
     param!("client-ring-sqpoll", false, |c| c.client_ring_sqpoll_ms.to_string(), |c, v| c.client_ring_sqpoll_ms =
         int_in(v, 0, 60_000)? as u32),
+    param!("client-ring-gather-us", false, |c| c.client_ring_gather_us.to_string(), |c, v| c.client_ring_gather_us =
+        int_in(v, 0, 1000)? as u32),
     // TLS (proxy/src/tls/): CONFIG SET builds every core's configuration
     // anew (new connections use it); the listeners (tls-port, tls-cluster)
     // are set at start.

@@ -19,6 +19,7 @@
 //! kernel's asynchronous ring teardown.
 
 mod bufring;
+mod gather;
 pub mod stream;
 mod tasks;
 #[cfg(test)]
@@ -28,6 +29,7 @@ mod wake;
 use crate::fd_shed;
 use crate::log;
 use bufring::BufRing;
+use gather::Gather;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use slab::Slab;
 use std::cell::{Cell, RefCell};
@@ -51,6 +53,9 @@ pub struct RingConfig {
     pub sqpoll_ms: u32,
     /// Queued reply bytes past which a connection's writes wait.
     pub write_high_water: usize,
+    /// The longest a park waits for more than one completion under load
+    /// (`gather.rs`; zero: a park ends at the first).
+    pub gather_bound: Duration,
 }
 
 impl Default for RingConfig {
@@ -68,6 +73,7 @@ impl Default for RingConfig {
             fixed_files: 16 * 1024,
             sqpoll_ms: 0,
             write_high_water: 1 << 20,
+            gather_bound: Duration::from_micros(20),
         }
     }
 }
@@ -109,6 +115,8 @@ struct Conn {
     recv_armed: bool,
     /// The receive stopped for want of buffers; re-armed when some return.
     starved: bool,
+    /// The last `Gather` epoch this connection sent something in.
+    gather_epoch: u32,
     reader: WakeSlot,
     /// Replies queued by the connection since its last send.
     queued: Vec<u8>,
@@ -166,6 +174,8 @@ pub struct Ring {
     flush_due: Cell<bool>,
     /// IORING_SQ_TASKRUN was set with nothing to post (see `turn`).
     taskrun_stale: Cell<bool>,
+    /// How many completions a park waits for.
+    gather: Gather,
     fixed_files: u32,
     /// What the kernel accepted of the setup flags we asked for.
     pub setup: &'static str,
@@ -261,6 +271,13 @@ impl Ring {
             Some(unsafe { OwnedFd::from_raw_fd(efd) })
         };
         let bufs = BufRing::register(&uring, 0, config.buffers, config.buffer_size)?;
+        // Waiting for several needs the bound (IORING_FEAT_MIN_TIMEOUT):
+        // without it a park for more than one could wait for ever.
+        let gather = Gather::new(if parks_here && uring.params().is_feature_min_timeout() {
+            config.gather_bound
+        } else {
+            Duration::ZERO
+        });
         Ok(Rc::new_cyclic(|me| Ring {
             uring,
             state: RefCell::new(State {
@@ -280,6 +297,7 @@ impl Ring {
             busy: Cell::new(false),
             flush_due: Cell::new(false),
             taskrun_stale: Cell::new(false),
+            gather,
             fixed_files,
             setup,
             kicked: Cell::new(false),
@@ -475,7 +493,7 @@ impl Ring {
             // this, a burst of large requests left every connection
             // unanswered while the driver spun on the flag. `taskrun_stale`
             // keeps a flag with nothing behind it from spinning the driver.
-            warn_enter(self.enter_fd.enter(0, 1, IORING_ENTER_GETEVENTS, Some(Duration::ZERO)));
+            warn_enter(self.enter_fd.enter(0, 1, IORING_ENTER_GETEVENTS, Some(Duration::ZERO), None));
             n = self.reap();
             self.taskrun_stale.set(n == 0);
         } else if n > 0 {
@@ -507,7 +525,7 @@ impl Ring {
         } else {
             // SAFETY: only this thread touches the submission queue.
             let pending = unsafe { self.uring.submission_shared().len() } as u32;
-            self.enter_fd.enter(pending, 0, IORING_ENTER_GETEVENTS, None)
+            self.enter_fd.enter(pending, 0, IORING_ENTER_GETEVENTS, None, None)
         };
         warn_enter(entered);
     }
@@ -577,6 +595,7 @@ impl Ring {
                     eof: false,
                     recv_armed: false,
                     starved: false,
+                    gather_epoch: 0,
                     reader: WakeSlot::default(),
                     queued: Vec::new(),
                     sending: Vec::new(),
@@ -634,6 +653,7 @@ impl Ring {
                 if c.released {
                     st.bufs.recycle(bid);
                 } else {
+                    self.gather.received(&mut c.gather_epoch);
                     c.input.push_back((bid, 0, n as u32));
                 }
             }
@@ -856,10 +876,19 @@ impl glommio::park_hook::ParkHook for Ring {
             }
         }
         self.flush_due.set(false);
-        let want = u32::from(!self.has_completions());
+        let (want, bound) = if self.has_completions() { (0, None) } else { self.gather.want() };
+        // A wait bounded for more than one always has a timeout: what a
+        // bound without one does is the kernel's to decide.
+        let timeout = if bound.is_some() { Some(timeout.unwrap_or(GATHERING_TIMEOUT)) } else { timeout };
         // SAFETY: only this thread touches the submission queue.
         let pending = unsafe { self.uring.submission_shared().len() } as u32;
-        warn_enter(self.enter_fd.enter(pending, want, IORING_ENTER_GETEVENTS, timeout));
+        let started = (want > 0).then(std::time::Instant::now);
+        warn_enter(self.enter_fd.enter(pending, want, IORING_ENTER_GETEVENTS, timeout, bound));
+        if let Some(started) = started {
+            // SAFETY: only this thread touches the completion queue.
+            let found = unsafe { self.uring.completion_shared() }.len();
+            self.gather.woke(want, found, started.elapsed());
+        }
         if self.has_completions() {
             self.wake_driver();
         }
@@ -873,6 +902,10 @@ fn warn_enter(entered: std::io::Result<usize>) {
         }
     }
 }
+
+/// The timeout of a park waiting for several completions when glommio
+/// gave it none (a timer-less park): it ends the wait once idle.
+const GATHERING_TIMEOUT: Duration = Duration::from_secs(1);
 
 const IORING_ENTER_GETEVENTS: u32 = 1;
 const IORING_ENTER_EXT_ARG: u32 = 1 << 3;
@@ -891,8 +924,16 @@ enum EnterFd {
 
 impl EnterFd {
     /// `io_uring_enter(2)`; a `timeout` bounds the wait for `min_complete`
-    /// (`IORING_ENTER_EXT_ARG`, 5.11: the kernel answers ETIME).
-    fn enter(self, to_submit: u32, min_complete: u32, flags: u32, timeout: Option<Duration>) -> std::io::Result<usize> {
+    /// (`IORING_ENTER_EXT_ARG`, 5.11: the kernel answers ETIME), and after
+    /// `min_wait` (with a timeout; 6.12) one completion is enough.
+    fn enter(
+        self,
+        to_submit: u32,
+        min_complete: u32,
+        flags: u32,
+        timeout: Option<Duration>,
+        min_wait: Option<Duration>,
+    ) -> std::io::Result<usize> {
         let (fd, mut flags) = match self {
             EnterFd::Registered(index) => (index as libc::c_long, flags | IORING_ENTER_REGISTERED_RING),
             EnterFd::Plain(fd) => (fd as libc::c_long, flags),
@@ -910,7 +951,8 @@ impl EnterFd {
         let (argp, argsz) = match timeout {
             Some(d) => {
                 ts = [d.as_secs() as i64, i64::from(d.subsec_nanos())];
-                arg = GeteventsArg { sigmask: 0, sigmask_sz: 0, min_wait_usec: 0, ts: ts.as_ptr() as u64 };
+                let min_wait_usec = min_wait.map_or(0, |w| w.as_micros().clamp(1, u32::MAX.into()) as u32);
+                arg = GeteventsArg { sigmask: 0, sigmask_sz: 0, min_wait_usec, ts: ts.as_ptr() as u64 };
                 flags |= IORING_ENTER_EXT_ARG;
                 (&arg as *const GeteventsArg as *const u8, std::mem::size_of::<GeteventsArg>())
             }
