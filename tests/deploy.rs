@@ -808,7 +808,7 @@ const SETTINGS: &[(&str, &str)] = &[
     ("tcp-backlog", "511"),
     ("client-ring", "yes"),
     ("client-ring-sqpoll", "0"),
-    ("client-ring-gather-us", "20"),
+    ("client-ring-gather-us", "0"),
     ("cluster-mode", "no"),
     ("cluster-announce-ip", ""),
     ("cluster-port-base", ""),

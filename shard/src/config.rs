@@ -98,7 +98,7 @@ pub struct Config {
     /// this many ms (0: off). For hosts with spare cores.
     pub client_ring_sqpoll_ms: u32,
     /// With `client_ring`: the longest a shard waits for more than one
-    /// completion under load, µs (0: it wakes at the first).
+    /// completion under load, µs (0, the default: it wakes at the first).
     pub client_ring_gather_us: u32,
     /// Ms a script runs before SCRIPT KILL / FUNCTION KILL may stop it
     /// (`busy-reply-threshold`, alias `lua-time-limit`; 0: never).
@@ -446,7 +446,7 @@ impl Default for Config {
             rdb_key_save_delay: 0,
             client_ring: true,
             client_ring_sqpoll_ms: 0,
-            client_ring_gather_us: 20,
+            client_ring_gather_us: 0,
             busy_reply_threshold: 5000,
             replicaof: None,
             masterauth: String::new(),

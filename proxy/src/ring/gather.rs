@@ -5,7 +5,9 @@
 //! request. Asking the kernel for several, with a bound on the wait
 //! (`min_wait_usec`, Linux 6.12: after it, whatever has come ends the
 //! wait), lets one wake-up serve several requests, as Redis's slower loop
-//! finds several sockets ready per `epoll_wait`.
+//! finds several sockets ready per `epoll_wait`. It trades latency for
+//! CPU, so it is off unless `client-ring-gather-us` sets a bound
+//! (bench/RESULTS.md, "Wake-ups that serve several requests").
 //!
 //! The count follows the load:
 //! - it grows by one after a wake-up that found what it waited for in

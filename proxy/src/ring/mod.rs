@@ -54,7 +54,7 @@ pub struct RingConfig {
     /// Queued reply bytes past which a connection's writes wait.
     pub write_high_water: usize,
     /// The longest a park waits for more than one completion under load
-    /// (`gather.rs`; zero: a park ends at the first).
+    /// (`gather.rs`; zero, the default: a park ends at the first).
     pub gather_bound: Duration,
 }
 
@@ -73,7 +73,7 @@ impl Default for RingConfig {
             fixed_files: 16 * 1024,
             sqpoll_ms: 0,
             write_high_water: 1 << 20,
-            gather_bound: Duration::from_micros(20),
+            gather_bound: Duration::ZERO,
         }
     }
 }

@@ -209,6 +209,44 @@ fn connections_closing_mid_batch_are_reaped() {
 }
 
 #[test]
+fn gathering_parks_answer_every_client_and_then_a_lone_one() {
+    // Parks wait for several completions while 32 clients ping-pong; as
+    // they finish, and for one client alone after them, the count must
+    // come down within the 50 µs bound. A park that ignored its bound
+    // would wait for the harness's slow tick (5 s), and a read time out.
+    let config = RingConfig { gather_bound: Duration::from_micros(50), ..RingConfig::default() };
+    let h = Harness::start_ticking(config, Behaviour::Echo { chunk: 4096 }, Duration::from_secs(5));
+    let connect = || {
+        let c = h.connect();
+        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        c
+    };
+    let clients: Vec<_> = (0..32u32)
+        .map(|i| {
+            let mut c = connect();
+            std::thread::spawn(move || {
+                for round in 0..300u32 {
+                    let msg = (i * 1000 + round).to_le_bytes();
+                    c.write_all(&msg).unwrap();
+                    assert_eq!(read_exact(&mut c, 4), msg);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let mut lone = connect();
+    for round in 0..300u32 {
+        lone.write_all(&round.to_le_bytes()).unwrap();
+        assert_eq!(read_exact(&mut lone, 4), round.to_le_bytes());
+    }
+    drop(lone);
+    h.wait_open(0);
+    h.finish();
+}
+
+#[test]
 fn exhausted_buffer_ring_resumes_when_buffers_return() {
     let go = Arc::new(AtomicBool::new(false));
     let config = RingConfig { buffers: 4, buffer_size: 64, ..RingConfig::default() };
