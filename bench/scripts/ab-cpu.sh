@@ -23,9 +23,7 @@ trap 'kill "${pids[@]}" 2>/dev/null || true; rm -f "$out"' EXIT
 # shellcheck source=bench/scripts/pinned-servers.sh
 source "$(dirname "${BASH_SOURCE[0]}")/pinned-servers.sh"
 start_pinned_servers 28000 "$server_cpu" "$@"
-for port in "${ports[@]}"; do
-  taskset -c "$client_cpu" redis-benchmark -p "$port" -q -t set -c 50 -d 100 -r 100000 -n 300000 -P 16 >/dev/null 2>&1
-done
+fill_pinned_servers "$client_cpu"
 n=${N:-200000}
 for _ in $(seq "$rounds"); do
   for i in "${!pids[@]}"; do

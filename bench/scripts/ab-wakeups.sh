@@ -21,9 +21,7 @@ trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 # shellcheck source=bench/scripts/pinned-servers.sh
 source "$(dirname "${BASH_SOURCE[0]}")/pinned-servers.sh"
 start_pinned_servers 25000 "$server_cpu" "$@"
-for port in "${ports[@]}"; do
-  taskset -c "$client_cpu" redis-benchmark -p "$port" -q -t set -c 50 -d 100 -r 100000 -n 300000 -P 16 >/dev/null 2>&1
-done
+fill_pinned_servers "$client_cpu"
 switches() {
   cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt_switches/ {s += $2} END {print s}'
 }

@@ -133,6 +133,14 @@ mod tests {
     const BOUND: Duration = Duration::from_micros(20);
     const QUICK: Duration = Duration::from_micros(2);
 
+    /// `parks` wake-ups, each finding at once what it waited for.
+    fn busy(g: &Gather, parks: u32) {
+        for _ in 0..parks {
+            let (want, _) = g.want();
+            g.woke(want, want as usize, QUICK);
+        }
+    }
+
     /// `clients` connections sent the last epoch's input, in turn.
     fn senders(g: &Gather, clients: u32) {
         let mut seen = vec![0; clients as usize];
@@ -156,10 +164,7 @@ mod tests {
     fn grows_with_the_load_and_falls_when_the_bound_runs_out() {
         let g = Gather::new(BOUND);
         senders(&g, 50);
-        for _ in 0..100 {
-            let (want, _) = g.want();
-            g.woke(want, want as usize, QUICK);
-        }
+        busy(&g, 100);
         assert_eq!(g.want(), (MOST, Some(BOUND)));
         g.woke(MOST, 3, BOUND);
         assert_eq!(g.want(), (3, Some(BOUND)));
@@ -171,15 +176,9 @@ mod tests {
         assert_eq!(g.want(), (3, Some(BOUND)));
         // It grows again, to one below the count that ran out, and tries
         // that count again after `PROBE` wake-ups.
-        for _ in 0..PROBE - 8 {
-            let (want, _) = g.want();
-            g.woke(want, want as usize, QUICK);
-        }
+        busy(&g, PROBE - 8);
         assert_eq!(g.want().0, MOST - 1);
-        for _ in 0..8 {
-            let (want, _) = g.want();
-            g.woke(want, want as usize, QUICK);
-        }
+        busy(&g, 8);
         assert_eq!(g.want().0, MOST);
     }
 
@@ -187,10 +186,7 @@ mod tests {
     fn few_clients_cap_the_count() {
         let g = Gather::new(BOUND);
         senders(&g, 6);
-        for _ in 0..100 {
-            let (want, _) = g.want();
-            g.woke(want, want as usize, QUICK);
-        }
+        busy(&g, 100);
         assert_eq!(g.want().0, 3);
         // Down to one client: the next epoch caps it at one.
         senders(&g, 1);
