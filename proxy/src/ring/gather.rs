@@ -66,6 +66,13 @@ impl Gather {
         }
     }
 
+    /// False with a zero bound: every park ends at the first completion,
+    /// and nothing needs counting.
+    #[inline]
+    pub(super) fn is_on(&self) -> bool {
+        !self.bound.is_zero()
+    }
+
     /// Completions to wait for, and the bound when more than one.
     pub(super) fn want(&self) -> (u32, Option<Duration>) {
         match self.want.get() {
@@ -78,6 +85,9 @@ impl Gather {
     /// epoch it did.
     #[inline]
     pub(super) fn received(&self, seen: &mut u32) {
+        if !self.is_on() {
+            return;
+        }
         let epoch = self.epoch.get();
         if *seen != epoch {
             *seen = epoch;
@@ -97,7 +107,7 @@ impl Gather {
     /// A park that waited for `waited_for` completions found `found`
     /// after `waited`.
     pub(super) fn woke(&self, waited_for: u32, found: usize, waited: Duration) {
-        if self.bound.is_zero() || found == 0 {
+        if !self.is_on() || found == 0 {
             return;
         }
         let found = u32::try_from(found).unwrap_or(u32::MAX);

@@ -882,7 +882,8 @@ impl glommio::park_hook::ParkHook for Ring {
         let timeout = if bound.is_some() { Some(timeout.unwrap_or(GATHERING_TIMEOUT)) } else { timeout };
         // SAFETY: only this thread touches the submission queue.
         let pending = unsafe { self.uring.submission_shared().len() } as u32;
-        let started = (want > 0).then(std::time::Instant::now);
+        // The clock is read only when the count may move.
+        let started = (want > 0 && self.gather.is_on()).then(std::time::Instant::now);
         warn_enter(self.enter_fd.enter(pending, want, IORING_ENTER_GETEVENTS, timeout, bound));
         if let Some(started) = started {
             // SAFETY: only this thread touches the completion queue.

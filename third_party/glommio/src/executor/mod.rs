@@ -2211,18 +2211,12 @@ impl ExecutorProxy {
         futures_lite::future::yield_now().await
     }
 
-    /// Unconditionally yields the current task queue and forces the scheduler
-    /// to poll another queue. Use [`ExecutorProxy::yield_now`] to yield within
-    /// a queue.
-    ///
-    /// Unless you know you need to yield right now, using
-    /// [`ExecutorProxy::yield_if_needed`] instead is the better choice.
-    #[inline(always)]
     /// corekv: true when a yield would let something else run: another
     /// task queue is active or the running one has tasks queued. A task
     /// that loops can skip a yield that would only bring it straight back.
     /// Says nothing of the reactor's pending events (timers, channels):
     /// only [`ExecutorProxy::yield_task_queue_now`] polls those.
+    #[inline]
     pub fn others_runnable(&self) -> bool {
         #[cfg(not(feature = "native-tls"))]
         return LOCAL_EX.is_set() && LOCAL_EX.with(|local_ex| local_ex.others_runnable());
@@ -2231,6 +2225,13 @@ impl ExecutorProxy {
         return unsafe { LOCAL_EX.as_ref().is_some_and(|ex| ex.others_runnable()) };
     }
 
+    /// Unconditionally yields the current task queue and forces the scheduler
+    /// to poll another queue. Use [`ExecutorProxy::yield_now`] to yield within
+    /// a queue.
+    ///
+    /// Unless you know you need to yield right now, using
+    /// [`ExecutorProxy::yield_if_needed`] instead is the better choice.
+    #[inline(always)]
     pub async fn yield_task_queue_now(&self) {
         #[cfg(not(feature = "native-tls"))]
         {
