@@ -4,7 +4,8 @@
 # generator): every server starts once, pinned to one CPU, is preloaded
 # once, and the rounds run each server's test in turn, so the VM's drift
 # hits all of them alike. Prints the median of each server's CPU per
-# request (corekv-bench --server-pid: utime+stime from /proc).
+# request (corekv-bench --server-pid: utime+stime from /proc) and of its
+# throughput.
 #
 #   bench/scripts/ab-bench.sh ROUNDS CONNECTIONS LABEL:BINARY ...   (BINARY "redis" = redis-server)
 #
@@ -33,18 +34,22 @@ for port in "${ports[@]}"; do
 done
 for _ in $(seq "$rounds"); do
   for i in "${!pids[@]}"; do
-    cpu=$(taskset -c "$client_cpu" "$bench" -p "${ports[$i]}" -t 1 --warmup 1 --test-time "${ROUND_SECONDS:-3}" \
-      --allow-errors "${workload[@]}" -c "$conns" --ratio "${RATIO:-1:2}" --server-pid "${pids[$i]}" 2>&1 |
-      sed -n 's/.*server CPU.*: \([0-9.]*\) µs per request.*/\1/p')
-    echo "${labels[$i]} $cpu" >>"$out"
+    report=$(taskset -c "$client_cpu" "$bench" -p "${ports[$i]}" -t 1 --warmup 1 --test-time "${ROUND_SECONDS:-3}" \
+      --allow-errors "${workload[@]}" -c "$conns" --ratio "${RATIO:-1:2}" --server-pid "${pids[$i]}" 2>&1)
+    cpu=$(sed -n 's/.*server CPU.*: \([0-9.]*\) µs per request.*/\1/p' <<<"$report")
+    ops=$(awk '$1 == "Totals" {print $2}' <<<"$report")
+    echo "${labels[$i]} $cpu $ops" >>"$out"
   done
 done
 python3 - "$out" <<'PY'
 import collections, statistics, sys
 rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    label, cpu = line.split()
-    rows[label].append(float(cpu))
+    label, cpu, ops = line.split()
+    rows[label].append((float(cpu), float(ops)))
 for label, r in rows.items():
-    print(f"{label:10} rounds {len(r)}  server CPU µs/request: median {statistics.median(r):.2f} ({min(r):.2f}-{max(r):.2f})")
+    cpu = [c for c, _ in r]
+    ops = [o for _, o in r]
+    print(f"{label:10} rounds {len(r)}  server CPU µs/request: median {statistics.median(cpu):.2f} "
+          f"({min(cpu):.2f}-{max(cpu):.2f})  ops/s: median {statistics.median(ops):.0f} ({min(ops):.0f}-{max(ops):.0f})")
 PY

@@ -476,11 +476,22 @@ impl Ring {
     /// reap every completion. Returns the completions handled.
     /// Parking here, a turn enters the kernel only when completions wait
     /// in it or the last turn was busy; otherwise what it queued goes with
-    /// the park's one `io_uring_enter`.
+    /// the park's one `io_uring_enter`. After a park, what the park posted
+    /// is handled before what arrived since (`left_in_kernel`): the first
+    /// replies then leave while their clients are still awake, where
+    /// collecting every request first sent them to clients that had gone
+    /// to sleep, and each such reply paid the wake-up (an IPI) of its
+    /// client's CPU (bench/RESULTS.md, "The first reply first").
     fn turn(&self) -> usize {
         self.prepare(&mut self.state.borrow_mut());
-        if self.parks_here && !self.busy.get() && !self.kernel_has_completions() {
-            return self.reap();
+        if self.parks_here && !self.busy.get() {
+            if !self.kernel_has_completions() {
+                return self.reap();
+            }
+            // SAFETY: only this thread touches the completion queue.
+            if !unsafe { self.uring.completion_shared() }.is_empty() {
+                return self.reap();
+            }
         }
         self.enter();
         let mut n = self.reap();
@@ -779,7 +790,11 @@ impl Ring {
             // Entries still queued go with the park when it is ours.
             let (unsubmitted, overflowed) = (!sq.is_empty() && !self.parks_here, sq.cq_overflow());
             drop(sq);
-            let busy = unsubmitted || overflowed || self.kicked.get() || self.tasks.has_work();
+            // Work the kernel holds (a turn after a park left it there)
+            // is the next turn's, not a park's: that turn's enter runs it
+            // with this one's sends.
+            let left_in_kernel = self.parks_here && self.kernel_has_completions();
+            let busy = unsubmitted || overflowed || left_in_kernel || self.kicked.get() || self.tasks.has_work();
             self.busy.set(busy);
             if busy {
                 self.tell_turn(true);
