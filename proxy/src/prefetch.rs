@@ -56,6 +56,33 @@ pub fn ahead(core: &Core, db: usize, buf: &[u8], from: usize) -> usize {
     }
 }
 
+/// Databases smaller than this are taken to be cached already: looking
+/// ahead would only do each lookup twice.
+const RECEIVED_MIN_KEYS: usize = 1 << 16;
+
+/// The keys of the first commands that one reap of the client ring
+/// received on several connections (`Ring::on_input`), looked up before
+/// any of those connections runs, so the lookups of different
+/// connections overlap their misses as a pipelined batch's do. A guess
+/// as `ahead` is, in database 0 (a connection's own is not known here).
+pub fn received(core: &Core, inputs: &[&[u8]]) {
+    let mut keys: [&[u8]; AHEAD] = [&[]; AHEAD];
+    let mut n = 0;
+    let Ok(shard) = core.shard.try_borrow() else { return };
+    let Some(db) = shard.dbs.first().filter(|db| db.len() >= RECEIVED_MIN_KEYS) else { return };
+    for input in inputs.iter().take(AHEAD) {
+        if let Some((Some(key), _)) = command(input) {
+            if core.shard_of(key) == core.index {
+                keys[n] = key;
+                n += 1;
+            }
+        }
+    }
+    if n >= 2 {
+        db.prefetch(&keys[..n]);
+    }
+}
+
 /// The keys of ops `from..` of a batch another core sent, up to `AHEAD`
 /// of them in the first one's database (each op's first key). Returns
 /// where to look again.

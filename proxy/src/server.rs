@@ -382,6 +382,8 @@ async fn run_ring(
     });
     let clocked = core.clone();
     ring.on_turn(move |busy| clocked.turn_clock.turn(busy));
+    let looking = core.clone();
+    ring.on_input(move |inputs| crate::prefetch::received(&looking, inputs));
     let driver = glommio::spawn_local(ring.clone().drive()).detach();
     listening();
     cron(core.clone()).await;
@@ -398,6 +400,7 @@ async fn run_ring(
     }
     ring.on_accept(|_, _| {});
     ring.on_turn(|_| {});
+    ring.on_input(|_| {});
     core.turn_clock.turn(false);
     crate::persistence::aof::flush_at_exit(&core).await;
     Ok(())

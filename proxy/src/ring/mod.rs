@@ -147,12 +147,20 @@ struct State {
     /// Connections accepted this turn (key, listener tag), handed out
     /// once the state is no longer borrowed.
     accepted: Vec<(usize, usize)>,
+    /// Input this reap received (buffer id, length), up to `LOOK_AHEAD`
+    /// receives: shown to the `on_input` hook before the connections run.
+    fresh: Vec<(u16, u32)>,
     stopping: bool,
 }
 
 /// Handed each accepted connection: (ring, connection key, listener tag).
 type OnAccept = Box<dyn Fn(Rc<Ring>, usize, usize)>;
 type OnTurn = Box<dyn Fn(bool)>;
+/// Shown what one reap received on several connections, before they run.
+type OnInput = Box<dyn Fn(&[&[u8]])>;
+
+/// The most receives of one reap the `on_input` hook is shown.
+const LOOK_AHEAD: usize = 16;
 
 pub struct Ring {
     uring: IoUring,
@@ -186,6 +194,7 @@ pub struct Ring {
     /// Told `true` after each turn that leaves the driver busy (it yields
     /// and runs again at once), `false` before it waits (the turn clock).
     on_turn: RefCell<Option<OnTurn>>,
+    on_input: RefCell<Option<OnInput>>,
     /// Connection tasks the driver polls ([`Ring::spawn`]).
     tasks: Rc<tasks::Queue>,
     me: std::rc::Weak<Ring>,
@@ -287,6 +296,7 @@ impl Ring {
                 preparing: Vec::new(),
                 bufs,
                 accepted: Vec::new(),
+                fresh: Vec::with_capacity(LOOK_AHEAD),
                 stopping: false,
             }),
             config,
@@ -304,6 +314,7 @@ impl Ring {
             driver: RefCell::new(WakeSlot::default()),
             on_accept: RefCell::new(None),
             on_turn: RefCell::new(None),
+            on_input: RefCell::new(None),
             tasks: Rc::default(),
             me: me.clone(),
         }))
@@ -324,6 +335,14 @@ impl Ring {
     /// Called after every busy turn (`true`) and before waiting (`false`).
     pub fn on_turn(&self, f: impl Fn(bool) + 'static) {
         *self.on_turn.borrow_mut() = Some(Box::new(f));
+    }
+
+    /// Called when one reap received input on two or more connections,
+    /// with the first bytes of each (up to `LOOK_AHEAD`), before the
+    /// connections run: a look at what they are about to ask for
+    /// (`prefetch::received`).
+    pub fn on_input(&self, f: impl Fn(&[&[u8]]) + 'static) {
+        *self.on_input.borrow_mut() = Some(Box::new(f));
     }
 
     fn tell_turn(&self, busy: bool) {
@@ -567,6 +586,16 @@ impl Ring {
                 _ => {}
             }
         }
+        if st.fresh.len() >= 2 {
+            if let Some(f) = self.on_input.borrow().as_ref() {
+                let mut inputs: [&[u8]; LOOK_AHEAD] = [&[]; LOOK_AHEAD];
+                for (slot, &(bid, len)) in inputs.iter_mut().zip(&st.fresh) {
+                    *slot = st.bufs.bytes(bid, len as usize);
+                }
+                f(&inputs[..st.fresh.len()]);
+            }
+        }
+        st.fresh.clear();
         // Buffers recycled here (a closed or released connection's input)
         // do not pass `RingStream::poll_read`'s kick: a receive starved of
         // them gets its turn now, not at some unrelated later traffic.
@@ -666,6 +695,9 @@ impl Ring {
                 } else {
                     self.gather.received(&mut c.gather_epoch);
                     c.input.push_back((bid, 0, n as u32));
+                    if st.fresh.len() < LOOK_AHEAD {
+                        st.fresh.push((bid, n as u32));
+                    }
                 }
             }
             (n, None) if n > 0 => {}

@@ -25,7 +25,13 @@ enum Behaviour {
     /// Echo through another executor: each read goes there and back over
     /// glommio's shared channels (one connection takes the ends).
     Relay { ends: Arc<Mutex<Option<RelayEnds>>> },
+    /// Echo, but input "block" holds the executor thread (as a long
+    /// command would) from setting `held` until `release` is set.
+    EchoHolding { held: Arc<AtomicBool>, release: Arc<AtomicBool> },
 }
+
+/// What the ring's `on_input` hook was shown, one entry per call.
+type Looks = Arc<Mutex<Vec<Vec<Vec<u8>>>>>;
 
 type RelayEnds = (SharedSender<Vec<u8>>, SharedReceiver<Vec<u8>>);
 
@@ -38,6 +44,7 @@ struct Harness {
     /// (at its next tick; only for a failure's message).
     describe: Arc<AtomicBool>,
     states: Arc<Mutex<String>>,
+    looks: Looks,
     thread: Option<glommio::ExecutorJoinHandle<()>>,
 }
 
@@ -60,6 +67,21 @@ async fn serve(mut s: RingStream, b: Behaviour) {
             }
             let mut b = [0u8; 1];
             let _ = s.read(&mut b).await;
+        }
+        Behaviour::EchoHolding { held, release } => {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                if &buf[..n] == b"block" {
+                    held.store(true, Ordering::Relaxed);
+                    let deadline = Instant::now() + Duration::from_secs(20);
+                    while !release.load(Ordering::Relaxed) && Instant::now() < deadline {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                if s.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
         }
         Behaviour::Relay { ends } => {
             let (there, back) = ends.lock().unwrap().take().expect("one relayed connection");
@@ -110,6 +132,8 @@ impl Harness {
         let (describe, states) = (Arc::new(AtomicBool::new(false)), Arc::new(Mutex::new(String::new())));
         let (stop2, open2) = (stop.clone(), open.clone());
         let (describe2, states2) = (describe.clone(), states.clone());
+        let looks: Looks = Arc::default();
+        let looks2 = looks.clone();
         let thread = LocalExecutorBuilder::new(Placement::Unbound)
             .spawn(move || async move {
                 let ring = Ring::new(config).expect("ring");
@@ -120,6 +144,7 @@ impl Harness {
                     let ring = stream.ring().clone();
                     ring.spawn(Box::pin(serve(stream, behaviour.clone())));
                 });
+                ring.on_input(move |inputs| looks2.lock().unwrap().push(inputs.iter().map(|i| i.to_vec()).collect()));
                 let driver = glommio::spawn_local(ring.clone().drive()).detach();
                 tx.send(addr).unwrap();
                 while !stop2.load(Ordering::Relaxed) {
@@ -136,7 +161,7 @@ impl Harness {
             })
             .unwrap();
         let addr = rx.recv_timeout(Duration::from_secs(10)).expect("ring started");
-        Harness { addr, stop, open, describe, states, thread: Some(thread) }
+        Harness { addr, stop, open, describe, states, looks, thread: Some(thread) }
     }
 
     fn connect(&self) -> TcpStream {
@@ -183,6 +208,37 @@ fn short_reads_and_writes_keep_every_byte_in_order() {
     }
     assert_eq!(read_exact(&mut c, data.len()), data);
     drop(c);
+    h.wait_open(0);
+    h.finish();
+}
+
+#[test]
+fn one_reap_shows_several_connections_input_before_they_run() {
+    let (held, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let h =
+        Harness::start(RingConfig::default(), Behaviour::EchoHolding { held: held.clone(), release: release.clone() });
+    let mut blocker = h.connect();
+    let mut others: Vec<TcpStream> = (0..8).map(|_| h.connect()).collect();
+    h.wait_open(9);
+    blocker.write_all(b"block").unwrap();
+    while !held.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The executor is held: these wait in the kernel for one reap.
+    let sent: Vec<Vec<u8>> = (0..8).map(|i| format!("GET k{i}").into_bytes()).collect();
+    for (s, m) in others.iter_mut().zip(&sent) {
+        s.write_all(m).unwrap();
+    }
+    release.store(true, Ordering::Relaxed);
+    assert_eq!(read_exact(&mut blocker, 5), b"block");
+    for (s, m) in others.iter_mut().zip(&sent) {
+        assert_eq!(&read_exact(s, m.len()), m);
+    }
+    let looks = h.looks.lock().unwrap().clone();
+    let several =
+        looks.iter().find(|l| l.len() >= 2).unwrap_or_else(|| panic!("no reap with several inputs: {looks:?}"));
+    assert!(several.iter().all(|i| sent.contains(i)), "{several:?}");
+    drop((blocker, others));
     h.wait_open(0);
     h.finish();
 }
