@@ -9,6 +9,7 @@
 
 use crate::core::Core;
 use crate::mesh::Batch;
+use shard::db::Db;
 use shard::Shard;
 
 /// Commands looked ahead at once: enough to overlap the misses, few
@@ -36,16 +37,7 @@ pub fn ahead(core: &Core, db: usize, buf: &[u8], from: usize) -> usize {
     if n >= 2 {
         if let Ok(shard) = core.shard.try_borrow() {
             if let Some(db) = shard.dbs.get(db) {
-                let mut local = 0;
-                for i in 0..n {
-                    if core.shard_of(keys[i]) == core.index {
-                        keys[local] = keys[i];
-                        local += 1;
-                    }
-                }
-                if local >= 2 {
-                    db.prefetch(&keys[..local]);
-                }
+                prefetch_owned(core, db, &mut keys[..n]);
             }
         }
     }
@@ -66,20 +58,31 @@ const RECEIVED_MIN_KEYS: usize = 1 << 16;
 /// connections overlap their misses as a pipelined batch's do. A guess
 /// as `ahead` is, in database 0 (a connection's own is not known here).
 pub fn received(core: &Core, inputs: &[&[u8]]) {
-    let mut keys: [&[u8]; AHEAD] = [&[]; AHEAD];
-    let mut n = 0;
     let Ok(shard) = core.shard.try_borrow() else { return };
     let Some(db) = shard.dbs.first().filter(|db| db.len() >= RECEIVED_MIN_KEYS) else { return };
+    let mut keys: [&[u8]; AHEAD] = [&[]; AHEAD];
+    let mut n = 0;
     for input in inputs.iter().take(AHEAD) {
         if let Some((Some(key), _)) = command(input) {
-            if core.shard_of(key) == core.index {
-                keys[n] = key;
-                n += 1;
-            }
+            keys[n] = key;
+            n += 1;
         }
     }
-    if n >= 2 {
-        db.prefetch(&keys[..n]);
+    prefetch_owned(core, db, &mut keys[..n]);
+}
+
+/// Looks up the `keys` this shard owns ahead, when two or more are (one
+/// alone only moves its misses); `keys` is reordered.
+fn prefetch_owned(core: &Core, db: &Db, keys: &mut [&[u8]]) {
+    let mut local = 0;
+    for i in 0..keys.len() {
+        if core.shard_of(keys[i]) == core.index {
+            keys[local] = keys[i];
+            local += 1;
+        }
+    }
+    if local >= 2 {
+        db.prefetch(&keys[..local]);
     }
 }
 

@@ -340,7 +340,8 @@ impl Ring {
     /// Called when one reap received input on two or more connections,
     /// with the first bytes of each (up to `LOOK_AHEAD`), before the
     /// connections run: a look at what they are about to ask for
-    /// (`prefetch::received`).
+    /// (`prefetch::received`). The ring's state is borrowed meanwhile:
+    /// the hook must not call back into the ring.
     pub fn on_input(&self, f: impl Fn(&[&[u8]]) + 'static) {
         *self.on_input.borrow_mut() = Some(Box::new(f));
     }
@@ -503,14 +504,10 @@ impl Ring {
     /// client's CPU (bench/RESULTS.md, "The first reply first").
     fn turn(&self) -> usize {
         self.prepare(&mut self.state.borrow_mut());
-        if self.parks_here && !self.busy.get() {
-            if !self.kernel_has_completions() {
-                return self.reap();
-            }
-            // SAFETY: only this thread touches the completion queue.
-            if !unsafe { self.uring.completion_shared() }.is_empty() {
-                return self.reap();
-            }
+        // SAFETY: only this thread touches the completion queue.
+        let posted = || !unsafe { self.uring.completion_shared() }.is_empty();
+        if self.parks_here && !self.busy.get() && (!self.kernel_has_completions() || posted()) {
+            return self.reap();
         }
         self.enter();
         let mut n = self.reap();
