@@ -13,6 +13,7 @@ mod input;
 mod intset;
 pub mod listpack;
 pub mod lzf;
+mod output;
 mod payload;
 mod reader;
 mod stream;

@@ -59,7 +59,7 @@ pub fn functions_dump_payload(codes: &[Vec<u8>]) -> Vec<u8> {
     let mut out = Vec::new();
     for code in codes {
         out.push(super::opcode::FUNCTION2);
-        super::encode::write_string(&mut out, code, &SaveOptions { compress: true });
+        super::output::write_string(&mut out, code, &SaveOptions { compress: true });
     }
     out.extend_from_slice(&RDB_VERSION.to_le_bytes());
     let crc = crc64(&out);

@@ -3,8 +3,8 @@
 //! `STREAM_LISTPACKS_3` (21, consumers' active time) on load. Nodes go out
 //! as the listpacks they are.
 
-use super::decode::{Input, Result};
-use super::encode::{write_len, write_string};
+use super::input::{Input, Result};
+use super::output::{write_len, write_string};
 use super::{kind, listpack, RdbError, SaveOptions};
 use crate::types::stream::group::{Group, Nack};
 use crate::types::stream::node::Node;

@@ -276,19 +276,19 @@ fn old_encodings_load() {
     let items: Vec<&[u8]> = vec![b"f1", b"v1", b"2", b"300"];
     let zl = ziplist::build(&items);
     let mut body = vec![kind::HASH_ZIPLIST];
-    encode::write_string(&mut body, &zl, &SaveOptions { compress: false });
+    output::write_string(&mut body, &zl, &SaveOptions { compress: false });
     let v = restore_body(&body).unwrap();
     assert_eq!(v, hash(&[(b"f1".to_vec(), b"v1".to_vec()), (b"2".to_vec(), b"300".to_vec())]));
     assert_eq!(v.encoding(), "listpack");
     // A zset ziplist with a fractional score, unsorted.
     let zl = ziplist::build(&[b"b", b"2.5", b"a", b"-1"]);
     let mut body = vec![kind::ZSET_ZIPLIST];
-    encode::write_string(&mut body, &zl, &SaveOptions { compress: false });
+    output::write_string(&mut body, &zl, &SaveOptions { compress: false });
     assert_eq!(restore_body(&body).unwrap(), zset(&[(-1.0, b"a".to_vec()), (2.5, b"b".to_vec())]));
     // Quicklist v1 of two ziplists.
     let mut body = vec![kind::LIST_QUICKLIST, 2];
     for part in [&[&b"a"[..], b"1"][..], &[b"c"]] {
-        encode::write_string(&mut body, &ziplist::build(part), &SaveOptions { compress: true });
+        output::write_string(&mut body, &ziplist::build(part), &SaveOptions { compress: true });
     }
     assert_eq!(restore_body(&body).unwrap(), list(&[b"a".to_vec(), b"1".to_vec(), b"c".to_vec()]));
     // Quicklist 2 with a PLAIN node (an element past the packed threshold)
@@ -297,11 +297,11 @@ fn old_encodings_load() {
     let mut lp = listpack::Writer::new();
     lp.push_str(b"a");
     let lp = lp.finish();
-    encode::write_string(&mut body, &lp, &SaveOptions { compress: false });
+    output::write_string(&mut body, &lp, &SaveOptions { compress: false });
     body.push(1);
-    encode::write_string(&mut body, b"plain element", &SaveOptions { compress: false });
+    output::write_string(&mut body, b"plain element", &SaveOptions { compress: false });
     body.push(2);
-    encode::write_string(&mut body, &lp, &SaveOptions { compress: false });
+    output::write_string(&mut body, &lp, &SaveOptions { compress: false });
     assert_eq!(restore_body(&body).unwrap(), list(&[b"a".to_vec(), b"plain element".to_vec(), b"a".to_vec()]));
     assert!(restore_body(&[kind::LIST_QUICKLIST_2, 1, 3, 1, b'x']).unwrap_err().message.contains("Quicklist"));
     assert!(restore_body(&[kind::LIST_QUICKLIST_2, 1, 1, 0]).is_err());
@@ -314,7 +314,7 @@ fn old_encodings_load() {
     assert!(restore_body(&body).unwrap_err().message.contains("NAN"));
     // Zipmap hash.
     let mut body = vec![kind::HASH_ZIPMAP];
-    encode::write_string(&mut body, b"\x01\x01k\x01\x00v\xff", &SaveOptions { compress: false });
+    output::write_string(&mut body, b"\x01\x01k\x01\x00v\xff", &SaveOptions { compress: false });
     assert_eq!(restore_body(&body).unwrap(), hash(&[(b"k".to_vec(), b"v".to_vec())]));
     // Duplicates are refused.
     let body = [kind::SET, 2, 0xc0, 1, 0xc0, 1];
@@ -325,8 +325,8 @@ fn old_encodings_load() {
     // listpack too.
     assert!(restore_body(&[kind::STREAM_LISTPACKS, 0]).is_err());
     let mut body = vec![kind::STREAM_LISTPACKS_2, 1];
-    encode::write_string(&mut body, &[0u8; 16], &SaveOptions { compress: false });
-    encode::write_string(&mut body, &lp, &SaveOptions { compress: false });
+    output::write_string(&mut body, &[0u8; 16], &SaveOptions { compress: false });
+    output::write_string(&mut body, &lp, &SaveOptions { compress: false });
     body.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 1, 0]);
     assert!(restore_body(&body).unwrap_err().message.contains("Stream listpack integrity"));
 }
