@@ -197,6 +197,8 @@ pub struct Ring {
     on_input: RefCell<Option<OnInput>>,
     /// Connection tasks the driver polls ([`Ring::spawn`]).
     tasks: Rc<tasks::Queue>,
+    /// Those tasks, run by the driver's turns and by a park's (`serve_parked`).
+    running: RefCell<tasks::Tasks>,
     me: std::rc::Weak<Ring>,
 }
 
@@ -316,6 +318,7 @@ impl Ring {
             on_turn: RefCell::new(None),
             on_input: RefCell::new(None),
             tasks: Rc::default(),
+            running: RefCell::default(),
             me: me.clone(),
         }))
     }
@@ -782,6 +785,72 @@ impl Ring {
         st.stopping && st.conns.is_empty() && st.listeners.iter().all(|l| !l.armed)
     }
 
+    /// One turn and the connections its input woke; returns whether
+    /// another must follow at once (the driver is busy).
+    fn pass(&self) -> bool {
+        self.kicked.set(false);
+        self.turn();
+        if self.tasks.has_work() {
+            // The connections this turn's input woke run now, inside the
+            // driver, sharing one turn clock.
+            self.tell_turn(true);
+            self.running.borrow_mut().run(&self.tasks);
+        }
+        // Another turn at once only when there is more to do: completions
+        // that woke connections bring them back through a kick when they
+        // have written; the rest needs nothing more.
+        // SAFETY: only this thread touches the submission queue.
+        let sq = unsafe { self.uring.submission_shared() };
+        // Completions the CQ had no room for wait in the kernel's overflow
+        // list until the next enter: nothing signals the eventfd for them,
+        // so a park here would strand them (a send's completion among them
+        // leaves that connection's replies queued). Entries still queued go
+        // with the park when it is ours.
+        let (unsubmitted, overflowed) = (!sq.is_empty() && !self.parks_here, sq.cq_overflow());
+        drop(sq);
+        // Work the kernel holds (a turn after a park left it there) is the
+        // next turn's, not a park's: that turn's enter runs it with this
+        // one's sends.
+        let left_in_kernel = self.parks_here && self.kernel_has_completions();
+        let busy = unsubmitted || overflowed || left_in_kernel || self.kicked.get() || self.tasks.has_work();
+        self.busy.set(busy);
+        busy
+    }
+
+    /// What a park woke to, handled where it woke, as the driver would
+    /// (its waits are off meanwhile, so nothing here wakes its glommio
+    /// task): a request on an idle shard then costs no trip through
+    /// glommio's loop, its wake-up of the driver and its next park's
+    /// polls. Returns whether the park goes on: the driver is idle, and
+    /// glommio has nothing to do (no task runnable, no timer set or I/O
+    /// queued since `since`, no completion on its rings). Otherwise the
+    /// driver, if still busy, is woken to go on.
+    fn serve_parked(&self, since: u64) -> bool {
+        self.driver.borrow_mut().cancel();
+        self.tasks.cancel_wait();
+        let glommio_has_work = || !self.wake_armed.iter().all(Cell::get) || glommio::park_hook::wanted(since);
+        let mut turns = 0;
+        let busy = loop {
+            turns += 1;
+            if !self.pass() {
+                break false;
+            }
+            if turns == TURNS_PER_REACTOR_POLL || glommio_has_work() {
+                break true;
+            }
+        };
+        self.driver.borrow_mut().resume();
+        self.tasks.resume_wait();
+        if busy || self.finished() {
+            self.kicked.set(true);
+            self.wake_driver();
+            return false;
+        }
+        // The driver waits: the turn clock must not outlive the park.
+        self.tell_turn(false);
+        !glommio_has_work()
+    }
+
     /// The driver: runs turns while there is work and waits when there is
     /// none, the executor parking in this ring (or, without `parks_here`,
     /// on its eventfd). Returns after [`Ring::stop`] once everything is
@@ -792,39 +861,14 @@ impl Ring {
         let _registered = self.tasks.register(&own_waker);
         // Declared after the registration, so dropped first: a task's drop
         // that wakes another still finds its ring.
-        let mut running = tasks::Tasks::default();
+        let _tasks = DropTasks(&self.running);
         let mut readiness = self.eventfd.as_ref().map(|fd| glommio::net::ReadReadiness::new(fd.as_raw_fd()));
         let mut busy_turns = 0u32;
         loop {
-            self.kicked.set(false);
-            self.turn();
-            if self.tasks.has_work() {
-                // The connections this turn's input woke run now, inside
-                // the driver, sharing one turn clock.
-                self.tell_turn(true);
-                running.run(&self.tasks);
-            }
-            if self.finished() && running.is_empty() && !self.tasks.has_work() {
+            let busy = self.pass();
+            if self.finished() && self.running.borrow().is_empty() && !self.tasks.has_work() {
                 return;
             }
-            // Another turn at once only when there is more to do:
-            // completions that woke connections bring them back through a
-            // kick when they have written; the rest needs nothing more.
-            // SAFETY: only this thread touches the submission queue.
-            let sq = unsafe { self.uring.submission_shared() };
-            // Completions the CQ had no room for wait in the kernel's
-            // overflow list until the next enter: nothing signals the
-            // eventfd for them, so a park here would strand them (a send's
-            // completion among them leaves that connection's replies queued).
-            // Entries still queued go with the park when it is ours.
-            let (unsubmitted, overflowed) = (!sq.is_empty() && !self.parks_here, sq.cq_overflow());
-            drop(sq);
-            // Work the kernel holds (a turn after a park left it there)
-            // is the next turn's, not a park's: that turn's enter runs it
-            // with this one's sends.
-            let left_in_kernel = self.parks_here && self.kernel_has_completions();
-            let busy = unsubmitted || overflowed || left_in_kernel || self.kicked.get() || self.tasks.has_work();
-            self.busy.set(busy);
             if busy {
                 self.tell_turn(true);
                 busy_turns += 1;
@@ -908,10 +952,37 @@ impl glommio::park_hook::ParkHook for Ring {
         }
     }
 
+    /// Waits in the kernel (`wait_parked`) and serves what comes there
+    /// itself (`serve_parked`), as long as the driver and glommio have
+    /// nothing else to do and glommio's next timer is not due.
+    fn park(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]) {
+        let since = glommio::park_hook::activity();
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let mut timeout = timeout;
+        loop {
+            self.wait_parked(timeout, wake_fds);
+            if !self.has_completions() {
+                // The timeout (a glommio timer is due) or a signal.
+                return;
+            }
+            if !self.serve_parked(since) {
+                return;
+            }
+            if let Some(deadline) = deadline {
+                match deadline.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => timeout = Some(left),
+                    _ => return,
+                }
+            }
+        }
+    }
+}
+
+impl Ring {
     /// One `io_uring_enter`: submits what the turns queued and waits for a
     /// completion; glommio's rings reach it through one-shot polls on
     /// their fds (a remote wake-up completes the main ring's eventfd read).
-    fn park(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]) {
+    fn wait_parked(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]) {
         for (i, fd) in wake_fds.into_iter().enumerate() {
             if !self.wake_armed[i].replace(true) {
                 self.push(
@@ -934,9 +1005,16 @@ impl glommio::park_hook::ParkHook for Ring {
             let found = unsafe { self.uring.completion_shared() }.len();
             self.gather.woke(want, found, started.elapsed());
         }
-        if self.has_completions() {
-            self.wake_driver();
-        }
+    }
+}
+
+/// Drops the driver's tasks when the driver ends (they hold the ring).
+struct DropTasks<'a>(&'a RefCell<tasks::Tasks>);
+
+impl Drop for DropTasks<'_> {
+    fn drop(&mut self) {
+        let tasks = std::mem::take(&mut *self.0.borrow_mut());
+        drop(tasks);
     }
 }
 

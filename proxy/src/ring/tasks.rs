@@ -84,6 +84,11 @@ impl Queue {
         self.driver.borrow_mut().cancel();
     }
 
+    /// The driver waits again, as it did before `cancel_wait`.
+    pub(super) fn resume_wait(&self) {
+        self.driver.borrow_mut().resume();
+    }
+
     pub(super) fn spawn(&self, future: BoxedTask) {
         self.spawned.borrow_mut().push(future);
         self.driver.borrow_mut().wake();
@@ -157,7 +162,7 @@ struct Task {
     handle: Arc<TaskWaker>,
 }
 
-/// The driver's tasks: owned by its future, so they go when it does.
+/// The driver's tasks: held by the ring, dropped when the driver ends.
 #[derive(Default)]
 pub(super) struct Tasks {
     slab: Slab<Task>,

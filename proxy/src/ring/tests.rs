@@ -28,6 +28,11 @@ enum Behaviour {
     /// Echo, but input "block" holds the executor thread (as a long
     /// command would) from setting `held` until `release` is set.
     EchoHolding { held: Arc<AtomicBool>, release: Arc<AtomicBool> },
+    /// Echo each read after a glommio timer of `after`.
+    EchoAfterTimer { after: Duration },
+    /// Echo each read through a glommio task it spawns and awaits (done
+    /// at its second poll).
+    EchoThroughTask,
 }
 
 /// What the ring's `on_input` hook was shown, one entry per call.
@@ -83,6 +88,30 @@ async fn serve(mut s: RingStream, b: Behaviour) {
                 }
             }
         }
+        Behaviour::EchoAfterTimer { after } => {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                glommio::timer::sleep(after).await;
+                if s.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+        }
+        Behaviour::EchoThroughTask => {
+            let mut buf = vec![0u8; 4096];
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                let input = buf[..n].to_vec();
+                let task = async move {
+                    // Not done at its first poll: glommio has to run it.
+                    futures_lite::future::yield_now().await;
+                    input
+                };
+                let reply = glommio::spawn_local(task).await;
+                if s.write_all(&reply).await.is_err() {
+                    return;
+                }
+            }
+        }
         Behaviour::Relay { ends } => {
             let (there, back) = ends.lock().unwrap().take().expect("one relayed connection");
             let (there, back) = (there.connect().await, back.connect().await);
@@ -134,7 +163,10 @@ impl Harness {
         let (describe2, states2) = (describe.clone(), states.clone());
         let looks: Looks = Arc::default();
         let looks2 = looks.clone();
+        // A long tick goes with a long preemption timer: its firing would
+        // wake a park too.
         let thread = LocalExecutorBuilder::new(Placement::Unbound)
+            .preempt_timer(tick.max(Duration::from_millis(100)))
             .spawn(move || async move {
                 let ring = Ring::new(config).expect("ring");
                 let socket = crate::server::listen_socket("127.0.0.1:0".parse().unwrap(), 4096, false).unwrap();
@@ -372,6 +404,35 @@ fn a_parked_executor_wakes_for_another_executors_message() {
     h.wait_open(0);
     h.finish();
     peer.join().unwrap();
+}
+
+/// A connection served inside the executor's park (`Ring::serve_parked`)
+/// that sets a timer or spawns a task hands the thread back to glommio,
+/// which sees the timer and runs the task: parked on until the harness's
+/// next tick, each reply would wait for it.
+#[test]
+fn timers_and_tasks_of_connections_served_in_a_park_are_not_left_waiting() {
+    let tick = Duration::from_secs(5);
+    let harnesses: Vec<Harness> =
+        [Behaviour::EchoAfterTimer { after: Duration::from_millis(2) }, Behaviour::EchoThroughTask]
+            .into_iter()
+            .map(|b| Harness::start_ticking(RingConfig::default(), b, tick))
+            .collect();
+    for h in &harnesses {
+        let mut c = h.connect();
+        c.set_read_timeout(Some(tick / 2)).unwrap();
+        for i in 0..50 {
+            let msg = pattern(1 + i);
+            c.write_all(&msg).unwrap();
+            assert_eq!(read_exact(&mut c, msg.len()), msg, "round trip {i}");
+        }
+        drop(c);
+        h.wait_open(0);
+    }
+    for h in &harnesses {
+        h.stop.store(true, Ordering::Relaxed);
+    }
+    harnesses.into_iter().for_each(Harness::finish);
 }
 
 /// Opens `COREKV_IDLE_CLIENTS` = "addr count" connections, checks the first

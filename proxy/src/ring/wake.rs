@@ -39,6 +39,11 @@ impl WakeSlot {
         self.waiting = false;
     }
 
+    /// The task waits here again, with the waker it left.
+    pub fn resume(&mut self) {
+        self.waiting = self.waker.is_some();
+    }
+
     /// Lets go of the waker: the task is done with the ring.
     pub fn clear(&mut self) {
         *self = WakeSlot::default();

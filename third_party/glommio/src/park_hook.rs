@@ -9,8 +9,20 @@
 //! of glommio's ring fds (`wake_fds`: the main ring, which holds the
 //! remote-wake eventfd read, and the latency ring) is readable, or the
 //! next timer is due.
+//!
+//! A hook may also run its own tasks inside `park` and park again, as long
+//! as the executor has nothing to do: it runs them in the task queue that
+//! installed it (so they spawn, set timers and queue I/O as they would in
+//! that queue's task), and goes back to the executor once [`wanted`] says
+//! so.
 
-use std::{cell::RefCell, os::fd::RawFd, rc::Rc, time::Duration};
+use crate::TaskQueueHandle;
+use std::{
+    cell::{Cell, RefCell},
+    os::fd::RawFd,
+    rc::Rc,
+    time::Duration,
+};
 
 /// What the executor asks of an installed hook, all on its own thread.
 pub trait ParkHook {
@@ -26,14 +38,36 @@ pub trait ParkHook {
 }
 
 thread_local! {
-    static HOOK: RefCell<Option<Rc<dyn ParkHook>>> = const { RefCell::new(None) };
+    static HOOK: RefCell<Option<(Rc<dyn ParkHook>, TaskQueueHandle)>> = const { RefCell::new(None) };
+    /// Timers set and I/O queued on this thread's rings so far.
+    static ACTIVITY: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Installs (or with `None` removes) this thread's park hook.
+/// Installs (or with `None` removes) this thread's park hook; it parks in
+/// the calling task's queue (the default one outside a task).
 pub fn set_park_hook(hook: Option<Rc<dyn ParkHook>>) {
+    let hook = hook.map(|h| (h, crate::executor::current_queue_or_default()));
     HOOK.with(|h| *h.borrow_mut() = hook);
 }
 
-pub(crate) fn park_hook() -> Option<Rc<dyn ParkHook>> {
+pub(crate) fn park_hook() -> Option<(Rc<dyn ParkHook>, TaskQueueHandle)> {
     HOOK.with(|h| h.borrow().clone())
+}
+
+/// A timer was set or I/O queued: the executor's next park must see it.
+pub(crate) fn note_activity() {
+    ACTIVITY.with(|a| a.set(a.get().wrapping_add(1)));
+}
+
+/// A count that moves whenever a timer is set or I/O is queued on the
+/// executor's rings.
+pub fn activity() -> u64 {
+    ACTIVITY.with(Cell::get)
+}
+
+/// The executor wants the thread back from a hook's `park`: a task is
+/// runnable, or the activity count moved from `since` (a new timer may be
+/// due before the park's timeout, queued I/O waits for a submit).
+pub fn wanted(since: u64) -> bool {
+    activity() != since || crate::executor().others_runnable()
 }

@@ -810,6 +810,7 @@ impl Reactor {
     ///
     /// Returns the inserted timer's ID.
     pub(crate) fn insert_timer(&self, id: u64, when: Instant, waker: Waker) {
+        crate::park_hook::note_activity();
         let mut timers = self.timers.borrow_mut();
         timers.insert(id, when, waker);
     }

@@ -634,6 +634,7 @@ impl UringQueueState {
     }
 
     pub(crate) fn cancel_request(&mut self, id: SourceId) {
+        crate::park_hook::note_activity();
         self.cancellations.push_back(UringDescriptor {
             args: UringOpDescriptor::Cancel(to_user_data(id)),
             fd: -1,
@@ -1841,7 +1842,7 @@ impl Reactor {
     {
         woke += self.flush_syscall_thread();
         let hook = crate::park_hook::park_hook();
-        if let Some(hook) = &hook {
+        if let Some((hook, _)) = &hook {
             woke += hook.poll();
         }
 
@@ -1899,7 +1900,6 @@ impl Reactor {
             && main_ring.can_sleep()
             && lat_ring.can_sleep();
 
-        let mut slept = false;
         if should_sleep {
             // We are about to go to sleep. It's ok to sleep, but if there
             // is a timer set, we need to make sure we wake up to handle it.
@@ -1926,10 +1926,20 @@ impl Reactor {
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             let events = process_remote_channels() + self.flush_syscall_thread();
             if events == 0 {
-                if let (Some(hook), true) = (&hook, self.eventfd_src.is_installed().unwrap()) {
-                    slept = true;
-                    hook.park(user_timer, [main_ring.ring_fd(), self.link_fd]);
+                if let (Some((hook, queue)), true) = (&hook, self.eventfd_src.is_installed().unwrap()) {
+                    // corekv: the hook may run its tasks inside the park
+                    // (`park_hook`), in its task queue; they may queue I/O,
+                    // so no ring stays borrowed meanwhile. Nothing below
+                    // applies to a wait that slept.
+                    let fds = [main_ring.ring_fd(), self.link_fd];
+                    drop((lat_ring, poll_ring, main_ring));
+                    crate::executor::in_task_queue(*queue, || hook.park(user_timer, fds));
+                    let mut poll_ring = self.poll_ring.borrow_mut();
+                    let mut main_ring = self.main_ring.borrow_mut();
+                    let mut lat_ring = self.latency_ring.borrow_mut();
                     consume_rings!(into &mut 0; lat_ring, poll_ring, main_ring);
+                    self.notifier.wake_up();
+                    return Ok(should_sleep);
                 } else if self.eventfd_src.is_installed().unwrap() {
                     self.link_rings_and_sleep(&mut main_ring)
                         .expect("some error");
@@ -1954,7 +1964,7 @@ impl Reactor {
             }
             flush_rings!(lat_ring, main_ring)?;
         }
-        if let (Some(hook), false) = (&hook, slept) {
+        if let Some((hook, _)) = &hook {
             hook.flush();
         }
 
@@ -2076,6 +2086,7 @@ fn queue_request_into_ring(
             inner.wakers.queued_at = Some(Instant::now());
         }
     }
+    crate::park_hook::note_activity();
     let q = ring.submission_queue();
     let id = source_map.add_source(source, Rc::clone(&q));
 
