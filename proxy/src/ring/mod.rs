@@ -1013,6 +1013,8 @@ struct DropTasks<'a>(&'a RefCell<tasks::Tasks>);
 
 impl Drop for DropTasks<'_> {
     fn drop(&mut self) {
+        // Taken out before the drops run: a connection's cleanup code must
+        // not find the ring's tasks borrowed.
         let tasks = std::mem::take(&mut *self.0.borrow_mut());
         drop(tasks);
     }

@@ -43,10 +43,10 @@ thread_local! {
     static ACTIVITY: Cell<u64> = const { Cell::new(0) };
 }
 
-/// Installs (or with `None` removes) this thread's park hook; it parks in
-/// the calling task's queue (the default one outside a task).
+/// Installs (or with `None` removes) this thread's park hook, from a task:
+/// the hook parks in that task's queue.
 pub fn set_park_hook(hook: Option<Rc<dyn ParkHook>>) {
-    let hook = hook.map(|h| (h, crate::executor::current_queue_or_default()));
+    let hook = hook.map(|h| (h, crate::executor().current_task_queue()));
     HOOK.with(|h| *h.borrow_mut() = hook);
 }
 

@@ -87,19 +87,6 @@ static mut LOCAL_EX: *const LocalExecutor = std::ptr::null();
 #[cfg(not(feature = "native-tls"))]
 scoped_tls::scoped_thread_local!(static LOCAL_EX: LocalExecutor);
 
-/// corekv: the running task's queue, else the default one (index 0).
-pub(crate) fn current_queue_or_default() -> TaskQueueHandle {
-    let current = |ex: &LocalExecutor| {
-        let queues = ex.queues.borrow();
-        queues.active_executing.as_ref().map(|q| q.borrow().stats.index).unwrap_or_default()
-    };
-    #[cfg(not(feature = "native-tls"))]
-    return LOCAL_EX.with(current);
-
-    #[cfg(feature = "native-tls")]
-    return current(unsafe { LOCAL_EX.as_ref() }.expect("this thread doesn't have a LocalExecutor running"));
-}
-
 /// corekv: runs `f` as if a task of `queue` were running (spawns, timers
 /// and I/O go to that queue), outside any task: a park hook's own tasks.
 pub(crate) fn in_task_queue<R>(queue: TaskQueueHandle, f: impl FnOnce() -> R) -> R {
