@@ -376,10 +376,24 @@ fn a_slow_readers_replies_stay_queued_up_to_the_high_water_mark() {
 
 #[test]
 fn a_parked_executor_wakes_for_another_executors_message() {
+    relay_round_trips(Duration::ZERO);
+}
+
+/// The connection's channel ends wait for the peer's: its connecting must
+/// wake the parked executor too.
+#[test]
+fn a_parked_executor_wakes_for_another_executor_connecting_late() {
+    relay_round_trips(Duration::from_millis(200));
+}
+
+/// 200 round trips of a connection that relays each read through a peer
+/// executor, which connects its channel ends after `peer_delay`.
+fn relay_round_trips(peer_delay: Duration) {
     let (there_tx, there_rx) = shared_channel::new_bounded::<Vec<u8>>(16);
     let (back_tx, back_rx) = shared_channel::new_bounded::<Vec<u8>>(16);
     let peer = LocalExecutorBuilder::new(Placement::Unbound)
         .spawn(move || async move {
+            glommio::timer::sleep(peer_delay).await;
             let (from, to) = (there_rx.connect().await, back_tx.connect().await);
             while let Some(m) = from.recv().await {
                 if to.send(m).await.is_err() {

@@ -142,6 +142,23 @@ impl<T: BufferHalf + Clone> Future for Connector<T> {
     }
 }
 
+/// corekv: wakes a peer that connected first and waits for this end (its
+/// `Connector`). Upstream left that to the peer executor's next loop,
+/// which polls its connectors each time round: a peer that slept meanwhile
+/// slept on until something else woke it. Each end stores its id, then
+/// (after this fence) reads the other's: one of the two sees the other.
+fn tell_waiting_peer<T: BufferHalf>(buffer: &T) {
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    match buffer.peer_id() {
+        0 | usize::MAX => {}
+        id => {
+            if let Some(notifier) = sys::get_sleep_notifier_for(id) {
+                notifier.notify(false);
+            }
+        }
+    }
+}
+
 /// Creates a new `shared_channel` returning its sender and receiver
 /// endpoints.
 ///
@@ -167,6 +184,7 @@ impl<T: 'static + Send + Sized> SharedSender<T> {
         let state = self.state.take().unwrap();
         let reactor = crate::executor().reactor();
         state.buffer.connect(reactor.id());
+        tell_waiting_peer(&state.buffer);
         let id = reactor.register_shared_channel(Box::new(enclose! {(state) move || {
             if state.buffer.consumer_disconnected() {
                 state.buffer.capacity()
@@ -332,6 +350,7 @@ impl<T: 'static + Send + Sized> SharedReceiver<T> {
         let reactor = crate::executor().reactor();
         let state = self.state.take().unwrap();
         state.buffer.connect(reactor.id());
+        tell_waiting_peer(&state.buffer);
         let id = reactor.register_shared_channel(Box::new(enclose! { (state) move || {
             if state.buffer.producer_disconnected() {
                 state.buffer.capacity()
