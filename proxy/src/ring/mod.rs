@@ -981,7 +981,8 @@ impl glommio::park_hook::ParkHook for Ring {
 impl Ring {
     /// One `io_uring_enter`: submits what the turns queued and waits for a
     /// completion; glommio's rings reach it through one-shot polls on
-    /// their fds (a remote wake-up completes the main ring's eventfd read).
+    /// their fds (a remote wake-up completes the latency ring's eventfd
+    /// read).
     fn wait_parked(&self, timeout: Option<Duration>, wake_fds: [RawFd; 2]) {
         for (i, fd) in wake_fds.into_iter().enumerate() {
             if !self.wake_armed[i].replace(true) {

@@ -6,8 +6,8 @@
 //! `io_uring_enter`s on rings that carry no work. With a hook installed
 //! the executor instead asks the hook to wait: it submits its own pending
 //! entries and blocks in one `io_uring_enter` until its ring has work, one
-//! of glommio's ring fds (`wake_fds`: the main ring, which holds the
-//! remote-wake eventfd read, and the latency ring) is readable, or the
+//! of glommio's ring fds (`wake_fds`: the main ring, and the latency
+//! ring, which holds the remote-wake eventfd read) is readable, or the
 //! next timer is due.
 //!
 //! A hook may also run its own tasks inside `park` and park again, as long
