@@ -132,6 +132,14 @@ fn touch(watch: &mut Option<Box<WatchTable>>, key: &[u8]) {
     }
 }
 
+/// The key's entry was deleted (see [`WatchTable::touch_deleted`]).
+#[inline(always)]
+fn touch_deleted(watch: &mut Option<Box<WatchTable>>, key: &[u8]) {
+    if let Some(w) = watch {
+        w.touch_deleted(key);
+    }
+}
+
 /// Copy-on-write hook: before `entry` changes or goes away, a running
 /// snapshot writes it out if its walk has not reached it yet.
 #[inline(always)]
@@ -248,7 +256,7 @@ impl Db {
     }
 
     fn remove_expired(&mut self, hash: u64, key: &[u8]) {
-        touch(&mut self.watch, key);
+        touch_deleted(&mut self.watch, key);
         if let Some(mut entry) = self.table.remove(hash, key) {
             preserve(&mut self.snap, &mut entry);
             self.volatile -= 1;
@@ -368,7 +376,7 @@ impl Db {
     pub fn remove(&mut self, key: &[u8], now: u64) -> Option<Entry> {
         let hash = self.table.hash(key);
         let mut entry = self.table.remove(hash, key)?;
-        touch(&mut self.watch, key);
+        touch_deleted(&mut self.watch, key);
         preserve(&mut self.snap, &mut entry);
         if entry.expire_at != 0 {
             self.volatile -= 1;
@@ -471,7 +479,7 @@ impl Db {
                 let expired = e.is_expired(now);
                 if expired {
                     preserve(snap, e);
-                    touch(watch, &e.key);
+                    touch_deleted(watch, &e.key);
                     notes.expired(&e.key);
                     if let Some(log) = log.as_deref_mut() {
                         log.push(e.key.clone());
@@ -544,6 +552,29 @@ mod tests {
         assert_eq!(total, 1000);
         assert_eq!(db.volatile(), 0);
         assert_eq!(db.len(), 1000);
+    }
+
+    /// WATCH: deleting a key that had expired when watched is no change,
+    /// however it goes (active expiry, a read, DEL); deleting a live one is.
+    #[test]
+    fn deleting_an_expired_key_leaves_those_who_watched_it_expired_clean() {
+        let mut db = Db::default();
+        for (i, k) in [&b"swept"[..], b"read", b"deleted"].into_iter().enumerate() {
+            db.set(k, Value::Int(1), Ttl::At(100), 0);
+            db.watch.get_or_insert_with(Default::default).watch(k, i as u64, true);
+        }
+        db.set(b"live", Value::Int(1), Ttl::Clear, 0);
+        db.watch.get_or_insert_with(Default::default).watch(b"live", 3, false);
+        assert!(db.get(b"read", 200).is_none());
+        assert!(db.remove(b"deleted", 200).is_none());
+        while db.volatile() > 0 {
+            db.expire_step(200, 100);
+        }
+        assert!(db.remove(b"live", 200).is_some());
+        assert_eq!(db.len(), 0);
+        let watch = db.watch.as_ref().unwrap();
+        assert!((0..3).all(|who| !watch.is_touched(who)));
+        assert!(watch.is_touched(3));
     }
 
     #[test]

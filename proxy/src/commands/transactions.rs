@@ -74,15 +74,19 @@ pub async fn watch(conn: &mut Connection, args: Args<'_>) {
             let mut s = core.shard.borrow_mut();
             let now = shard::unix_ms();
             let db = &mut s.dbs[db];
-            // A key already expired when watched does not count as changed
-            // by expiring (Redis 7.0's `expired` flag): it is touched now if
-            // it is gone, and an EXEC checks the rest for running out.
-            let expired: Vec<Vec<u8>> = keys.iter().filter(|k| db.find(k, now).is_none()).cloned().collect();
-            let table = db.watch.get_or_insert_with(Default::default);
+            // EXEC checks a key live when watched for running out since.
+            // One already expired does not count as changed by its deletion
+            // either (Redis 7.0's `expired` flag).
+            let mut absent = Vec::new();
             for k in &keys {
-                table.watch(k, id);
+                let live = db.find(k, now).is_some();
+                if !live {
+                    absent.push(k.clone());
+                }
+                let expired = !live && db.has_entry(k);
+                db.watch.get_or_insert_with(Default::default).watch(k, id, expired);
             }
-            expired
+            absent
         })
         .await
         .into_iter()
