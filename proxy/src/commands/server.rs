@@ -659,6 +659,19 @@ pub async fn shutdown(conn: &mut Connection, args: Args<'_>) {
     if save && nosave {
         return conn.error(SYNTAX);
     }
+    // While a script is busy only NOSAVE may end the server (a save would
+    // wait for the script's core).
+    let busy = conn.core.process.scripts.iter().map(|s| s.running.load(std::sync::atomic::Ordering::Relaxed)).max();
+    match busy {
+        Some(1) if !nosave => {
+            return conn.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+        }
+        Some(2) if !nosave => {
+            return conn
+                .error("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.")
+        }
+        _ => {}
+    }
     log::warning("User requested shutdown...");
     if persistence::save_on_shutdown(&conn.core, save, nosave) {
         if let Err(e) = persistence::final_save(&conn.core).await {
