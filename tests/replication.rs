@@ -625,3 +625,28 @@ fn replicas_attach_while_writes_span_shards() {
         assert_same_dataset(&mut p, &mut r);
     }
 }
+
+/// Two replicas asking within `repl-diskless-sync-delay` share one
+/// snapshot, as Redis's replicas share one child: one save for both, and
+/// both get every key, with writes flowing meanwhile.
+#[test]
+fn replicas_attaching_within_the_diskless_delay_share_one_snapshot() {
+    let primary = Server::start(&["--shards", "2", "--repl-diskless-sync-delay", "2"]);
+    let mut p = primary.raw();
+    fill(&mut p, 0, "s:");
+    let (a, b) = (replica_of(&primary, &[]), replica_of(&primary, &[]));
+    for round in 0..20 {
+        writes(&mut p, round);
+    }
+    let (mut ra, mut rb) = (a.raw(), b.raw());
+    until("both links", Duration::from_secs(30), || link_up(&mut ra) && link_up(&mut rb));
+    for round in 20..40 {
+        writes(&mut p, round);
+    }
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut ra) && caught_up(&mut p, &mut rb));
+    assert_same_dataset(&mut p, &mut ra);
+    assert_same_dataset(&mut p, &mut rb);
+    assert_eq!(field(&info(&mut p, "stats"), "sync_full").as_deref(), Some("2"));
+    let saves = primary.log.lock().unwrap().iter().filter(|l| l.contains("Starting BGSAVE for SYNC")).count();
+    assert_eq!(saves, 1, "one snapshot for both replicas");
+}

@@ -57,6 +57,31 @@ pub struct ReplicaLink {
     pub peak_raw: u64,
 }
 
+/// Where a group of replicas sharing one snapshot stands
+/// (`snapshot_group.rs`).
+#[derive(Clone, PartialEq, Debug)]
+pub enum Stage {
+    /// The leader waits for more replicas before its save starts.
+    Gathering,
+    Saving,
+    /// The snapshot is in `file`, cut at save `seq`.
+    Saved {
+        seq: u64,
+        file: String,
+    },
+    Failed,
+}
+
+/// Replicas sharing one snapshot.
+pub struct Group {
+    pub id: u64,
+    /// The leader's client id: joiners are kept from its stream position.
+    pub leader: u64,
+    pub stage: Stage,
+    /// Members not done with the file yet.
+    pub users: u32,
+}
+
 #[derive(Default)]
 pub struct SyncStats {
     pub full: u64,
@@ -84,6 +109,10 @@ pub struct Primary {
     pub alone_since: Option<Instant>,
     /// WAIT callers to wake at the next acknowledgement.
     pub ack_waiters: Vec<Waker>,
+    /// Replicas sharing a snapshot (`snapshot_group.rs`), and how many
+    /// groups were ever started (their ids).
+    pub snapshot_groups: Vec<Group>,
+    pub groups_started: u64,
     emitted: Vec<Emitted>,
 }
 
@@ -115,6 +144,8 @@ impl Primary {
             held_in: 0,
             alone_since: None,
             ack_waiters: Vec::new(),
+            snapshot_groups: Vec::new(),
+            groups_started: 0,
             emitted: Vec::new(),
         }
     }
