@@ -485,8 +485,14 @@ impl Connection {
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
         // CLIENT LIST shows it (flags=S cmd=psync) from here on.
         self.update_registry(0, 0);
+        // Its output buffer is what the shared stream holds for it (on
+        // core 0) beyond what its socket queues, as Redis counts a replica's.
+        let held = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
             c.replica = true;
+            let (socket, gauge) = (c.output.take(), held.clone());
+            let stream = move || gauge.load(std::sync::atomic::Ordering::Relaxed) as usize;
+            c.output = Some(Box::new(move || socket.as_ref().map_or(0, |queued| queued()) + stream()));
         }
         let peer = Peer {
             id: self.state.id,
@@ -496,6 +502,7 @@ impl Connection {
                 Err(_) => "?".into(),
             }),
             hello: self.state.repl_hello.clone(),
+            held,
         };
         serve_replica(&self.core, stream, peer, request, input).await
     }

@@ -22,7 +22,7 @@ use shard::{CommandSpec, Shard};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -38,6 +38,10 @@ pub struct MemoryInfo {
 /// (never a request), so sharing it costs the data path nothing.
 pub struct Process {
     pub shutdown: AtomicBool,
+    /// Bytes the replication stream holds beyond `repl-backlog-size` for
+    /// connected replicas (INFO memory's mem_clients_slaves, as Redis 7.0
+    /// counts its shared replication buffer), written by core 0.
+    pub replicas_held: AtomicU64,
     /// SIGHUP asked for the topology file to be read again.
     pub reload_requested: AtomicBool,
     /// Open client connections on all cores, for `maxclients`.

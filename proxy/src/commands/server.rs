@@ -236,11 +236,12 @@ pub fn render(
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{startup}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmem_fragmentation_bytes:{}\r\n{}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_not_counted_for_evict:{not_counted}\r\nmem_allocator:{}\r\n",
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{startup}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmem_fragmentation_bytes:{}\r\n{}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_not_counted_for_evict:{not_counted}\r\nmem_clients_slaves:{}\r\nmem_allocator:{}\r\n",
                 human(used), m.rss, human(m.rss), human(peak),
                 if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
                 if used > 0 { dataset as f64 * 100.0 / used as f64 } else { 0.0 },
-                m.peak_rss, m.rss as i64 - used as i64, scripts_memory(reports), human(max), m.allocator
+                m.peak_rss, m.rss as i64 - used as i64, scripts_memory(reports), human(max),
+                p.replicas_held.load(std::sync::atomic::Ordering::Relaxed), m.allocator
             ),
         );
     }

@@ -102,8 +102,10 @@ async fn fetch(core: &Rc<Core>, id: u64, pos: u64) -> Option<Fetched> {
             let mut primary = c.repl.primary.borrow_mut();
             let Some(p) = primary.as_mut() else { return Poll::Ready(None) };
             let (first, end) = (p.backlog.first(), p.backlog.end);
+            let held = p.backlog.held_from(pos).0;
             let Some(link) = p.link(id) else { return Poll::Ready(None) };
             link.pos = pos;
+            link.held.store(held, std::sync::atomic::Ordering::Relaxed);
             if link.killed || pos < first {
                 return Poll::Ready(Some(Fetched { blocks: Vec::new(), killed: true }));
             }

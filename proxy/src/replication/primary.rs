@@ -6,6 +6,8 @@ use super::backlog::Backlog;
 use super::block::Block;
 use super::merge::{Emitted, Merger, Shipped};
 use shard::config::{OutputBufferLimit, ReplCompression};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
@@ -55,6 +57,9 @@ pub struct ReplicaLink {
     /// Peak bytes held for it, and the raw bytes they stood for.
     pub peak_held: u64,
     pub peak_raw: u64,
+    /// Bytes held for it now, as its connection's core shows them
+    /// (CLIENT LIST omem=): written here at every change of the stream.
+    pub held: Arc<AtomicU64>,
 }
 
 /// Where a group of replicas sharing one snapshot stands
@@ -195,6 +200,7 @@ impl Primary {
         let mut killed = Vec::new();
         for r in &mut self.replicas {
             let (held, raw) = self.backlog.held_from(r.pos);
+            r.held.store(held, Relaxed);
             if held > r.peak_held {
                 r.peak_held = held;
                 r.peak_raw = raw;

@@ -30,6 +30,8 @@ pub struct Peer {
     pub fd: i32,
     pub ip: String,
     pub hello: ReplicaHello,
+    /// What the stream holds for it (its CLIENT LIST omem=).
+    pub held: std::sync::Arc<AtomicU64>,
 }
 
 /// Serves a replica until its link ends. `input`: bytes it sent after PSYNC.
@@ -80,6 +82,7 @@ async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request:
         waker: None,
         peak_held: 0,
         peak_raw: 0,
+        held: peer.held.clone(),
     };
     // Partial: the replica's history is ours and still in the backlog.
     let continued = {
