@@ -53,6 +53,8 @@ pub struct CoreReport {
     /// Channels, patterns and shard channels with subscribers here that no
     /// lower core has (summed: the distinct names of the server).
     pub pubsub: [usize; 3],
+    /// MIGRATE's cached connections on this core.
+    pub migrate_sockets: usize,
     /// CLIENT TRACKING: (clients here, keys, items, prefixes of this shard).
     pub tracking: (u64, u64, u64, u64),
     /// Calls, errors (INFO commandstats, errorstats, stats).
@@ -102,6 +104,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         save_keys: shard.snapshot_progress(),
         scripts: crate::scripting::usage(),
         pubsub: core.pubsub.borrow().distinct_here(core.index),
+        migrate_sockets: super::migrate::cached(),
         tracking: crate::tracking::report(core, &shard),
         observe: shard.observe.counters(),
     }
@@ -256,7 +259,7 @@ pub fn render(
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nmigrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 observed.calls(),
                 sum(|r| r.ops_per_sec),
@@ -273,6 +276,7 @@ pub fn render(
                 sum(|r| r.pubsub[0] as u64),
                 sum(|r| r.pubsub[1] as u64),
                 sum(|r| r.pubsub[2] as u64),
+                sum(|r| r.migrate_sockets as u64),
                 sum(|r| r.tracking.1),
                 sum(|r| r.tracking.2),
                 // Every shard holds every BCAST prefix.
