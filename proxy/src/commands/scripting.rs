@@ -109,6 +109,9 @@ pub fn run_script(
         tracking: caller.tracking,
         declared: keys,
     };
+    // Blocked clients are served after the whole script (Redis), from what
+    // the keys hold then.
+    let hold = core.hold_serving();
     // What it writes on this shard reaches replicas as one MULTI/EXEC.
     group(core, true);
     let reply = with_engine(|engine| match kind {
@@ -116,6 +119,7 @@ pub fn run_script(
         Kind::Fcall { .. } => engine.fcall(&mut host, script, keys, args, &opts),
     });
     group(core, false);
+    drop(hold);
     if host.reach.reached_out {
         remember_wide(wide_key(kind, script));
     }
