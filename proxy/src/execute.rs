@@ -1,6 +1,7 @@
 //! Running commands on this core's shard: one from a local connection, or
-//! a batch another core sent; either way the waiters of keys it made ready
-//! are served right after.
+//! a batch another core sent; either way the waiters of keys each command
+//! made ready are served right after it (unless a transaction or a script
+//! running here holds serving back until it ends).
 
 use crate::coordinator::locks::blocked;
 use crate::core::Core;
@@ -132,6 +133,15 @@ impl Core {
                 reply.slow.push(Entry::new(args.len(), args.iter(), &redacted, usec, end));
             }
             clock = end;
+            // Redis serves blocked clients after each command of a
+            // pipeline, not once after the batch: a push then a DEL in one
+            // batch still hands the push to a waiter.
+            if !shard.ready.is_empty() {
+                shard.caller = Caller::default();
+                drop(shard);
+                self.serve_ready();
+                shard = self.shard.borrow_mut();
+            }
         }
         let notified = shard.notify_mask != 0;
         shard.caller = Caller::default();

@@ -298,8 +298,8 @@ pub async fn start(
     Some(w)
 }
 
-/// Redis 7.0's timeout argument: seconds as a float, truncated to whole
-/// milliseconds (so under 1 ms means for ever, like 0).
+/// Redis 7.0's timeout argument: seconds as a float, rounded up to whole
+/// milliseconds (so 0.001 and less, but above 0, wait 1 ms; 0 is for ever).
 pub fn parse_timeout(arg: &[u8]) -> Result<Option<Instant>, &'static str> {
     let ms = shard::numbers::timeout_ms(arg).ok_or("ERR timeout is not a float or out of range")?;
     if ms < 0 {

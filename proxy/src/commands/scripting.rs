@@ -124,6 +124,9 @@ pub fn run_script(
         tracking: caller.tracking,
         declared: keys,
     };
+    // Blocked clients are served after the whole script (Redis), from what
+    // the keys hold then.
+    let hold = core.hold_serving();
     // What it writes on this shard reaches replicas as one MULTI/EXEC.
     group(core, true);
     let reply = with_engine(|engine| {
@@ -134,6 +137,7 @@ pub fn run_script(
         }
     });
     group(core, false);
+    drop(hold);
     if host.reach.reached_out {
         remember_wide(wide_key(kind, script));
     }
