@@ -280,3 +280,58 @@ fn idle_clients_are_closed_after_timeout() {
     }
     assert!(idle.closed(), "a client idle past `timeout` must be closed");
 }
+
+/// CLIENT INFO's qbuf= for the connection running it: Redis counts the
+/// whole read still in its query buffer (the command being run, those
+/// before it in the same read and any partial one after it), byte for
+/// byte, inline and multibulk; 1 and 3 shards, connections on every core.
+#[test]
+fn client_info_counts_the_running_command_in_qbuf() {
+    use common::{Raw, Redis};
+    use proxy::resp::Value;
+    use std::io::Write;
+    let requests: &[&[u8]] = &[
+        b"*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n",
+        b"CLIENT INFO\r\n",
+        b"client   info   \r\n",
+        b"CLIENT INFO\n",
+        b"PING\r\n*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n",
+        b"*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n*1\r\n$4\r\nPI",
+        b"*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n",
+        b"*2\r\n$6\r\nCLIENT\r\n$4\r\nLIST\r\n",
+    ];
+    // Each request in one write on a fresh connection: one read serves it.
+    let qbufs = |port: u16, request: &[u8]| -> Vec<String> {
+        let mut raw = Raw::connect(port);
+        raw.stream.write_all(request).unwrap();
+        let mut seen = Vec::new();
+        let infos = request.windows(4).filter(|w| w.eq_ignore_ascii_case(b"info") || w == b"LIST").count();
+        for _ in 0..infos + request.windows(4).filter(|w| *w == b"PING").count() {
+            if let Some(Value::Bulk(text) | Value::Verbatim(text)) = raw.read() {
+                let text = String::from_utf8(text).unwrap();
+                let own = text.lines().last().unwrap_or_default().to_string();
+                let line = if request.ends_with(b"LIST\r\n") {
+                    // The newest connection running CLIENT LIST: this one.
+                    text.lines().filter(|l| l.contains("cmd=client|list")).last().unwrap().to_string()
+                } else {
+                    own
+                };
+                seen.extend(line.split(' ').filter(|f| f.starts_with("qbuf=") || f.starts_with("argv-mem=")).map(String::from));
+            }
+        }
+        seen
+    };
+    let redis = Redis::start();
+    for shards in [1, 3] {
+        let corekv = Server::shards(shards);
+        for request in requests {
+            let want = qbufs(redis.port, request);
+            assert!(!want.is_empty(), "{}", String::from_utf8_lossy(request));
+            // Connections land on the cores in turn: one per core.
+            for _ in 0..shards {
+                let got = qbufs(corekv.port, request);
+                assert_eq!(want, got, "{shards} shard(s): {:?}", String::from_utf8_lossy(request));
+            }
+        }
+    }
+}

@@ -240,6 +240,10 @@ impl Connection {
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
             // Pushes that came before these commands go out before their replies.
             self.take_pushes();
+            // While this batch runs the query buffer holds all of it (Redis
+            // trims what its commands consumed only after the last one):
+            // CLIENT INFO/LIST count the command being run in qbuf=.
+            self.show_query_buffer(filled, buf.len() - filled);
             let mut look_ahead_at = 0;
             loop {
                 if parser.consumed() >= look_ahead_at {
@@ -505,6 +509,13 @@ impl Connection {
             held,
         };
         serve_replica(&self.core, stream, peer, request, input).await
+    }
+
+    /// qbuf= and qbuf-free= as a batch starts.
+    fn show_query_buffer(&self, qbuf: usize, qbuf_free: usize) {
+        if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
+            (c.qbuf, c.qbuf_free) = (qbuf, qbuf_free);
+        }
     }
 
     /// The registry entry after a batch (or before a wait): the pipeline
