@@ -415,3 +415,27 @@ fn blocked_xreadgroup_creates_its_consumer_when_served() {
         }
     }
 }
+
+/// SETBIT and BITFIELD raise `setbit` only when a bit changed or the
+/// string was created or grown (bitops.c).
+#[test]
+fn bit_writes_that_change_nothing_raise_nothing() {
+    let steps = [
+        "SETBIT b 7 1",
+        "SETBIT b 7 1",
+        "SETBIT b 7 0",
+        "SETBIT b 100 0",
+        "SETBIT b 100 0",
+        "BITFIELD b SET u8 0 1",
+        "BITFIELD b SET u8 0 1 INCRBY u8 0 0",
+        "BITFIELD b GET u8 0",
+        "BITFIELD b OVERFLOW FAIL INCRBY u8 0 300",
+        "BITFIELD b SET u8 400 0",
+        "BITFIELD nb SET u8 0 0",
+        "SETBIT nb2 0 0",
+        "MULTI ; SETBIT b 7 1 ; SETBIT b 7 1 ; EXEC",
+    ];
+    for shards in [1, 3] {
+        compare_on(shards, "KEA", &steps);
+    }
+}

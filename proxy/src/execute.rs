@@ -32,7 +32,9 @@ impl Core {
     ) {
         let line =
             if self.monitored() { crate::monitor::line(spec, db, crate::monitor::Origin::Lua, &args) } else { None };
+        self.shard.borrow_mut().scripted = true;
         self.execute_local(caller, spec, db, resp3, now, args, out);
+        self.shard.borrow_mut().scripted = false;
         if let Some(line) = line {
             self.feed_monitors(&line);
         }
