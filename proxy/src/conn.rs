@@ -270,6 +270,13 @@ impl Connection {
                                 break;
                             }
                         }
+                        if self.state.tracking {
+                            // Invalidations its own command raised follow
+                            // its reply, ahead of the next one's (Redis's
+                            // pending keys).
+                            self.pipeline.command_end();
+                            self.take_pushes_now();
+                        }
                         self.state.reply.command_done();
                         if self.state.close || self.state.sync.is_some() {
                             break;
@@ -373,6 +380,16 @@ impl Connection {
         if let Some(queue) = self.state.push.clone() {
             if !queue.is_empty() {
                 self.pipeline.local(|out| queue.take_into(out));
+            }
+        }
+    }
+
+    /// Moves waiting pushes into the output now, even under CLIENT REPLY
+    /// OFF (pushes are never silenced).
+    pub(crate) fn take_pushes_now(&mut self) {
+        if let Some(queue) = self.state.push.clone() {
+            if !queue.is_empty() {
+                self.pipeline.push_local(|out| queue.take_into(out));
             }
         }
     }

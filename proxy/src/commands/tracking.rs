@@ -51,6 +51,15 @@ pub fn before_command(conn: &mut Connection, spec: &CommandSpec) {
     }
 }
 
+/// A command refused before it ran spends CLIENT CACHING as one that ran
+/// (Redis's resetClient after any command but CLIENT's, outside MULTI).
+pub fn rejected(conn: &mut Connection) {
+    let client_command = conn.tally.spec.is_some_and(|s| s.name.starts_with("client|"));
+    if conn.state.multi.is_none() && !client_command {
+        end_transaction(conn);
+    }
+}
+
 /// EXEC done: CLIENT CACHING given before MULTI is spent.
 pub fn end_transaction(conn: &mut Connection) {
     if let Some(t) =

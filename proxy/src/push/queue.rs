@@ -129,6 +129,28 @@ pub struct PushRegistry {
     /// (`flush_scheduled`).
     pub outbox: RefCell<Vec<PushOutbox>>,
     pub flush_scheduled: Cell<bool>,
+    /// CLIENT TRACKING's invalidations gathered for this core's pass
+    /// (`tracking.rs`).
+    pub tracking: TrackingGather,
+}
+
+/// Invalidations a pass on this core waits to send: BCAST keys changed
+/// (with the client that changed each), and own invalidations of other
+/// cores' clients that no reply has carried back yet.
+#[derive(Default)]
+pub struct TrackingGather {
+    pub changed: RefCell<Vec<(Vec<u8>, u64)>>,
+    pub own: RefCell<Vec<shard::tracking::Invalidation>>,
+    /// Passes waiting for replies that bring more.
+    pub holds: Cell<usize>,
+    /// A send is due once the current task yields.
+    pub scheduled: Cell<bool>,
+}
+
+impl TrackingGather {
+    pub fn is_empty(&self) -> bool {
+        self.changed.borrow().is_empty() && self.own.borrow().is_empty()
+    }
 }
 
 /// Pushes for clients of one other core, sent as one mesh message.
