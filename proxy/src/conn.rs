@@ -159,6 +159,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         conn.run(&mut stream).await;
         Box::pin(transactions::forget_watches(&mut conn)).await;
         Box::pin(crate::commands::leave_push_modes(&mut conn)).await;
+        // CLIENT TRACKING: clients redirecting here learn it is gone.
+        crate::tracking::closed(&core, id);
         pubsub::forget(&mut conn);
         core.clients.borrow_mut().list.remove(registry_key);
     }

@@ -315,6 +315,8 @@ pub fn own_pushes(core: &Rc<Core>, list: impl IntoIterator<Item = Invalidation>)
                 out.extend_from_slice(b">2\r\n$10\r\ninvalidate\r\n");
                 out.extend_from_slice(&value);
             }
+        } else if is_gone(core, mode.redirect) {
+            out.extend(broken(core, inv.client, mode.redirect).unwrap_or_default());
         } else {
             send(core, inv.client, mode.redirect, mode.resp3, value);
         }
@@ -349,6 +351,14 @@ fn encode_keys(out: &mut Vec<u8>, keys: &[&[u8]]) {
 /// Sends an invalidation `value` (an array of keys or a null) for tracking
 /// client `id` (on this core): to itself, or to its REDIRECT target.
 fn send(core: &Rc<Core>, id: u64, redirect: u64, resp3: bool, value: Vec<u8>) {
+    if redirect != 0 && is_gone(core, redirect) {
+        if let Some(queue) = core.push.get(id) {
+            if let Some(bytes) = broken(core, id, redirect) {
+                push_to(core, &queue, |out, _| out.extend_from_slice(&bytes));
+            }
+        }
+        return;
+    }
     if redirect == 0 {
         // RESP2 without REDIRECT: no way to push (Redis sends nothing).
         if resp3 {
@@ -387,18 +397,89 @@ fn deliver(core: &Rc<Core>, to: u64, value: &[u8], redirected: bool) -> bool {
 
 fn redirect_broken(core: &Rc<Core>, id: u64, redirect: u64) {
     let Some(queue) = core.push.get(id) else { return };
-    {
-        let mut clients = core.clients.borrow_mut();
-        match clients.list.get_mut(queue.registry_key).and_then(|c| c.tracking.as_mut()) {
-            Some(t) if t.redirect == redirect => t.broken_redirect = true,
-            _ => return,
+    if let Some(bytes) = broken(core, id, redirect) {
+        push_to(core, &queue, |out, _| out.extend_from_slice(&bytes));
+    }
+}
+
+/// Tracking client `id` of this core found its REDIRECT target `redirect`
+/// gone: it is flagged, and (in RESP3) told so (Redis's
+/// tracking-redir-broken, once per message it could not send). `None`
+/// when it no longer redirects there.
+fn broken(core: &Core, id: u64, redirect: u64) -> Option<Vec<u8>> {
+    let queue = core.push.get(id)?;
+    let mut clients = core.clients.borrow_mut();
+    let t = clients.list.get_mut(queue.registry_key)?.tracking.as_mut().filter(|t| t.redirect == redirect)?;
+    t.broken_redirect = true;
+    let resp3 = queue.resp3.get();
+    Some(if resp3 { format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{redirect}\r\n").into_bytes() } else { Vec::new() })
+}
+
+/// REDIRECT: tracking client `tracker` redirects to client `target` of
+/// this core, and hears when it closes ([`closed`]). False when `target`
+/// is not connected here.
+pub fn watch(core: &Core, target: u64, tracker: u64) -> bool {
+    if !core.clients.borrow().list.iter().any(|(_, c)| c.id == target) {
+        return false;
+    }
+    let mut watchers = core.push.tracking.watchers.borrow_mut();
+    let list = watchers.entry(target).or_default();
+    if !list.contains(&tracker) {
+        list.push(tracker);
+    }
+    true
+}
+
+/// `tracker` no longer redirects to client `target` of this core.
+pub fn unwatch(core: &Core, target: u64, tracker: u64) {
+    let mut watchers = core.push.tracking.watchers.borrow_mut();
+    if let Some(list) = watchers.get_mut(&target) {
+        list.retain(|&t| t != tracker);
+        if list.is_empty() {
+            watchers.remove(&target);
         }
     }
-    push_to(core, &queue, |out, resp3| {
-        if resp3 {
-            out.extend_from_slice(format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{redirect}\r\n").as_bytes());
+}
+
+/// Client `id` of this core closed: the cores of the tracking clients
+/// redirecting to it learn it is gone. Redis finds that out when an
+/// invalidation is due; knowing it there answers at once, in order with
+/// the tracking client's own replies.
+pub fn closed(core: &Rc<Core>, id: u64) {
+    let Some(trackers) = core.push.tracking.watchers.borrow_mut().remove(&id) else { return };
+    let mut per_core: Vec<Vec<u64>> = (0..core.count).map(|_| Vec::new()).collect();
+    for tracker in trackers {
+        per_core[core_of(tracker, core.count)].push(tracker);
+    }
+    for (target, trackers) in per_core.into_iter().enumerate() {
+        if !trackers.is_empty() {
+            post(core, target, move |core| {
+                let redirected = trackers.iter().any(|&t| mode_of(core, t).is_some_and(|m| m.redirect == id));
+                let mut gone = core.push.tracking.gone.borrow_mut();
+                if redirected && !gone.contains(&id) {
+                    gone.push(id);
+                }
+            });
         }
-    });
+    }
+}
+
+fn is_gone(core: &Core, redirect: u64) -> bool {
+    let gone = core.push.tracking.gone.borrow();
+    !gone.is_empty() && gone.contains(&redirect)
+}
+
+/// No tracking client of this core redirects to `redirect` any more: its
+/// being gone is forgotten.
+pub fn forget_gone(core: &Core, redirect: u64) {
+    if !is_gone(core, redirect) {
+        return;
+    }
+    let used =
+        core.clients.borrow().list.iter().any(|(_, c)| c.tracking.as_ref().is_some_and(|t| t.redirect == redirect));
+    if !used {
+        core.push.tracking.gone.borrow_mut().retain(|&g| g != redirect);
+    }
 }
 
 /// INFO: (tracking clients of this core, keys, items and prefixes of its
