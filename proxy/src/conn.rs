@@ -159,6 +159,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         conn.run(&mut stream).await;
         Box::pin(transactions::forget_watches(&mut conn)).await;
         Box::pin(crate::commands::leave_push_modes(&mut conn)).await;
+        // CLIENT TRACKING: clients redirecting here learn it is gone.
+        crate::tracking::closed(&core, id);
         pubsub::forget(&mut conn);
         core.clients.borrow_mut().list.remove(registry_key);
     }
@@ -274,6 +276,13 @@ impl Connection {
                                 break;
                             }
                         }
+                        if self.state.tracking {
+                            // Invalidations its own command raised follow
+                            // its reply, ahead of the next one's (Redis's
+                            // pending keys).
+                            self.pipeline.command_end();
+                            self.take_pushes_now();
+                        }
                         self.state.reply.command_done();
                         if self.state.close || self.state.sync.is_some() {
                             break;
@@ -377,6 +386,16 @@ impl Connection {
         if let Some(queue) = self.state.push.clone() {
             if !queue.is_empty() {
                 self.pipeline.local(|out| queue.take_into(out));
+            }
+        }
+    }
+
+    /// Moves waiting pushes into the output now, even under CLIENT REPLY
+    /// OFF (pushes are never silenced).
+    pub(crate) fn take_pushes_now(&mut self) {
+        if let Some(queue) = self.state.push.clone() {
+            if !queue.is_empty() {
+                self.pipeline.push_local(|out| queue.take_into(out));
             }
         }
     }

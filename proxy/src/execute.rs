@@ -40,6 +40,26 @@ impl Core {
         }
     }
 
+    /// maxmemory's eviction ahead of a write of `caller`'s, run apart so
+    /// that the invalidations it raises for `caller` itself reach its push
+    /// queue before the command's reply is written (Redis sends them at
+    /// once, ahead of it). True when some did.
+    pub fn evict_before(&self, caller: Caller, spec: &CommandSpec, now: u64) -> bool {
+        let mut shard = self.shard.borrow_mut();
+        if shard.config.maxmemory == 0 || !spec.has_flag(WRITE) || !self.locks.borrow().is_idle() {
+            return false;
+        }
+        shard.caller = caller;
+        shard.make_room(now);
+        shard.caller = Caller::default();
+        let invalidated = shard.tracking.as_ref().is_some_and(|t| t.pending());
+        drop(shard);
+        if invalidated {
+            self.send_invalidations();
+        }
+        invalidated
+    }
+
     /// Runs one command on this core's shard for `caller` (CLIENT
     /// TRACKING), appending its reply to `out`.
     #[inline]
@@ -64,7 +84,7 @@ impl Core {
         execute(spec, &mut shard, &mut ctx, args);
         let (ready, notified) = (!shard.ready.is_empty(), shard.notify_mask != 0);
         shard.caller = Caller::default();
-        let invalidated = shard.tracking.as_ref().is_some_and(|t| !t.out.is_empty());
+        let invalidated = shard.tracking.as_ref().is_some_and(|t| t.pending());
         drop(shard);
         if invalidated {
             self.send_invalidations();
@@ -89,9 +109,12 @@ impl Core {
             shard.stats.remote_batches += 1;
         }
         let now = shard::unix_ms();
-        if shard.config.maxmemory != 0 && locks.is_idle() && batch.ops.iter().any(|op| op.spec.has_flag(WRITE)) {
-            shard.make_room(now);
-        }
+        // maxmemory: evict before each write (Redis: before each command).
+        let evicting = shard.config.maxmemory != 0 && locks.is_idle();
+        // CLIENT TRACKING: what the ops raise for the sender's core goes
+        // back with the reply (`tracking.rs`).
+        let tracking_mark = crate::tracking::mark(self);
+        let mut own = Vec::new();
         let mut done = true;
         let capped = batch.unit.is_none();
         let ran_from = reply.next_op();
@@ -120,10 +143,17 @@ impl Core {
                 continue;
             }
             let from = reply.data.len();
-            let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
             shard.caller = op.caller;
+            let raised = shard.tracking.as_ref().map_or(0, |t| t.out.len());
+            if evicting && op.spec.has_flag(WRITE) {
+                shard.make_room(now);
+            }
+            let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
             execute(op.spec, &mut shard, &mut ctx, args);
             reply.ends.push(reply.data.len() as u32);
+            if let Some(t) = shard.tracking.as_mut() {
+                own.extend(t.take_own(raised, op.caller.id()).into_iter().map(|inv| (at as u32, inv)));
+            }
             let end = Instant::now();
             let usec = end.duration_since(clock).as_micros() as u64;
             let s = &mut *shard;
@@ -147,7 +177,7 @@ impl Core {
         }
         let notified = shard.notify_mask != 0;
         shard.caller = Caller::default();
-        let invalidated = shard.tracking.as_ref().is_some_and(|t| !t.out.is_empty());
+        let invalidated = shard.tracking.as_ref().is_some_and(|t| t.pending());
         drop((shard, locks));
         // MONITOR: the lines of what ran, in the order it ran.
         if self.monitored() {
@@ -159,6 +189,12 @@ impl Core {
         }
         if invalidated {
             self.send_invalidations();
+        }
+        let changed = crate::tracking::take_changed(self, tracking_mark);
+        if !changed.is_empty() || !own.is_empty() {
+            let back = reply.tracking.get_or_insert_with(Default::default);
+            back.changed.extend(changed);
+            back.own.extend(own);
         }
         self.serve_ready();
         if notified {

@@ -150,7 +150,7 @@ async fn cron(core: Rc<Core>) {
         core.shard.borrow_mut().active_expire(shard::unix_ms());
         memory_cron(&core);
         // Keys expired or evicted above: their tracking readers hear.
-        if core.shard.borrow().tracking.as_ref().is_some_and(|t| !t.out.is_empty()) {
+        if core.shard.borrow().tracking.as_ref().is_some_and(|t| t.pending()) {
             core.send_invalidations();
         }
         let commands = core.stats.commands.get();

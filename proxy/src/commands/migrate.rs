@@ -228,7 +228,7 @@ async fn delete_taken(conn: &Connection, keys: Vec<(usize, Vec<u8>)>) {
                     }
                 }
             }
-            let tracked = s.tracking.as_ref().is_some_and(|t| !t.out.is_empty());
+            let tracked = s.tracking.as_ref().is_some_and(|t| t.pending());
             drop(s);
             if tracked {
                 core.send_invalidations();
