@@ -40,6 +40,11 @@ pub fn flushdb(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if !flush_mode_ok(&args) {
         return ctx.reply.error(SYNTAX);
     }
+    if args.len() == 2 && args.is(1, "async") {
+        // Redis's emptyDbAsync: every key of the database goes to its
+        // lazy-free thread.
+        s.stats.lazyfreed += s.dbs[ctx.db].len() as u64;
+    }
     s.dbs[ctx.db].clear();
     ctx.reply.ok()
 }
@@ -48,7 +53,11 @@ pub fn flushall(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if !flush_mode_ok(&args) {
         return ctx.reply.error(SYNTAX);
     }
+    let lazy = args.len() == 2 && args.is(1, "async");
     for db in &mut s.dbs {
+        if lazy {
+            s.stats.lazyfreed += db.len() as u64;
+        }
         db.clear();
     }
     ctx.reply.ok()
