@@ -12,6 +12,10 @@ pub struct Stats {
     pub keyspace_misses: u64,
     /// Batches executed here on behalf of another core.
     pub remote_batches: u64,
+    /// Values Redis would have handed to its lazy-free thread (UNLINK of a
+    /// big value, FLUSHDB/FLUSHALL ASYNC's keys), freed here at once: INFO's
+    /// `lazyfreed_objects`.
+    pub lazyfreed: u64,
 }
 
 pub struct Shard {

@@ -40,6 +40,11 @@ pub fn flushdb(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if !flush_mode_ok(&args) {
         return ctx.reply.error(SYNTAX);
     }
+    if args.len() == 2 && args.is(1, "async") {
+        // Redis's emptyDbAsync: every key of the database goes to its
+        // lazy-free thread.
+        s.stats.lazyfreed += s.dbs[ctx.db].len() as u64;
+    }
     let flushed = blocked_keys_in(s, ctx.db);
     s.dbs[ctx.db].clear();
     signal_all(s, ctx.db, flushed);
@@ -50,7 +55,11 @@ pub fn flushall(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     if !flush_mode_ok(&args) {
         return ctx.reply.error(SYNTAX);
     }
+    let lazy = args.len() == 2 && args.is(1, "async");
     for i in 0..s.dbs.len() {
+        if lazy {
+            s.stats.lazyfreed += s.dbs[i].len() as u64;
+        }
         let flushed = blocked_keys_in(s, i);
         s.dbs[i].clear();
         signal_all(s, i, flushed);
