@@ -692,3 +692,41 @@ fn blocked_pops_race_transactions_and_scripts() {
         );
     }
 }
+
+/// A script holding every shard runs for a while; a blocking pop on a key
+/// that already has data arrives meanwhile from a connection on any core.
+/// Redis runs the pop after the script, at once; corekv registers it on
+/// the key's owner while the unit holds the key, and must look at the key
+/// when the unit lets go (a unit over the whole shard releases no keys of
+/// its own), not leave the pop to its timeout.
+#[test]
+fn a_pop_arriving_during_a_script_holding_every_shard_is_served_when_it_ends() {
+    let slow = "local s = redis.call('TIME') repeat local n = redis.call('TIME') \
+                until (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 300000 return 1";
+    let run = |port: u16, cores: usize, runner: usize, waiter: usize| -> (Value, Duration) {
+        let mut admin = Raw::connect(port);
+        admin.cmd_str("DEL list");
+        admin.cmd_str("RPUSH list a");
+        let mut script = conn_on_core(port, runner, cores);
+        let mut popper = conn_on_core(port, waiter, cores);
+        script.send(&Raw::encode(&[b"EVAL", slow.as_bytes(), b"0"]));
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        popper.send(b"BLPOP list 3\r\n");
+        assert_eq!(script.read(), Some(Value::Int(1)));
+        let reply = popper.read().expect("a reply");
+        (reply, started.elapsed())
+    };
+    let redis = Redis::start();
+    let (want, _) = run(redis.port, 1, 0, 0);
+    assert_eq!(want, Value::Array(vec![bulk("list"), bulk("a")]));
+    let corekv = Server::shards(3);
+    for runner in 0..3 {
+        for waiter in 0..3 {
+            let (got, took) = run(corekv.port, 3, runner, waiter);
+            let placement = format!("script on core {runner}, blocked client on core {waiter}");
+            assert_eq!(got, want, "{placement}");
+            assert!(took < Duration::from_millis(2500), "{placement}: served after {took:?} (its timeout is 3 s)");
+        }
+    }
+}

@@ -76,8 +76,13 @@ async fn try_once(conn: &Connection, shard: usize, retry: &Retry, key: Vec<u8>) 
         let to = End { key: dst.clone(), shard: *dst_shard, head: *to_head };
         return move_as_unit(conn, retry, from, to).await;
     }
-    let (db, resp3, op) = (retry.db, retry.resp3, retry.op.clone());
+    let (db, resp3, op, unit) = (retry.db, retry.resp3, retry.op.clone(), conn.pipeline.unit);
     call(&conn.core, shard, move |core| {
+        // Not from a key another unit holds (it is half done): the waiter
+        // registered next is looked at when a unit lets go there.
+        if core.locks.borrow().blocks(db, &key, unit) {
+            return None;
+        }
         let req =
             BlockRequest { id: 0, origin: core.index, ticket: 0, db, resp3, keys: vec![key.clone()], op, unit: None };
         let mut s = core.shard.borrow_mut();

@@ -147,12 +147,16 @@ impl Core {
     /// (`Some(reply)`) or registered to wait (`None`: the ticket stays open).
     pub fn block(&self, req: BlockRequest) -> Option<Response> {
         let now = shard::unix_ms();
-        // A key a unit holds is not served now: its release signals it.
+        // A key a unit holds is not served now: a release looks again.
         let held = {
             let locks = self.locks.borrow();
             !locks.is_idle() && req.keys.iter().any(|k| locks.blocks(req.db, k, req.unit))
         };
-        let served = if held {
+        // Nor while a transaction or script running here holds serving back
+        // (it yielded): the client would see it half done. Its keys are
+        // looked at when the hold ends.
+        let on_hold = self.blocked.borrow().holds > 0;
+        let served = if held || on_hold {
             None
         } else {
             let mut shard = self.shard.borrow_mut();
@@ -168,6 +172,13 @@ impl Core {
         for key in &req.keys {
             w.by_key.entry((req.db, key.clone())).or_default().push_back(req.id);
             *shard.watched.entry(key.clone()).or_default() += 1;
+            if on_hold {
+                shard.signal_ready(req.db, key);
+            } else if held && !w.held.iter().any(|(d, k)| *d == req.db && k == key) {
+                // Looked at when a unit lets go here: a unit holding the
+                // whole shard releases no keys of its own to signal.
+                w.held.push((req.db, key.clone()));
+            }
         }
         w.waiters.insert(req.id, req);
         None

@@ -7,6 +7,7 @@
 use super::reply::{help, reply};
 use crate::acl::user::User;
 use crate::coordinator::dispatch;
+use crate::coordinator::locks::until;
 use crate::coordinator::{Footprint, Unit};
 use crate::core::Core;
 use crate::scripting::context::{take_error_counted, CommandLine};
@@ -159,11 +160,14 @@ fn group(core: &Core, open: bool) {
 /// error reply is counted already (`take_error_counted`), its run time.
 type RanElsewhere = (Option<Vec<u8>>, bool, std::time::Duration);
 
-/// Runs a job on another core (one hop).
+/// Runs a job on another core (one hop), once no unit holds its keys there:
+/// a script on one shard takes no lock, so it must not run in the middle
+/// of a unit's work on them (a transaction or a script over several shards).
 async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<RanElsewhere> {
-    dispatch::call(core, shard, move |c| {
+    dispatch::call_task(core, shard, move |c| async move {
+        until(&c.locks, |t| !t.is_idle() && job.keys.iter().any(|k| t.blocks(job.db, k, None))).await;
         let started = std::time::Instant::now();
-        let reply = run_job(c, &job, false);
+        let reply = run_job(&c, &job, false);
         (reply, take_error_counted(), started.elapsed())
     })
     .await
