@@ -675,7 +675,6 @@ fn race(port: u16, cores: usize) -> RaceOutcome {
 /// cores (and on their own): redis-server proves the test, corekv with 3
 /// shards must show no violation either.
 #[test]
-#[ignore = "still fails on main (5 violations in 900 rounds, 656 before): a script placed on one shard runs without a lock in the middle of a unit's work there; the fix is not landed yet (issue 33)"]
 fn blocked_pops_race_transactions_and_scripts() {
     let redis = Redis::start();
     let corekv = Server::shards(3);
