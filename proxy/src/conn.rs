@@ -85,7 +85,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         let (id, registry_key) = {
             let mut clients = core.clients.borrow_mut();
             let id = clients.next_id(core.index, core.count);
-            let key = clients.list.insert(ClientInfo {
+            let key = clients.list.insert(Box::new(ClientInfo {
                 id,
                 addr,
                 laddr,
@@ -113,7 +113,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 rbs: 0,
                 rbp: 0,
                 argv_mem: 0,
-            });
+            }));
             (id, key)
         };
         let authenticated = default_user.nopass && default_user.enabled;
