@@ -70,14 +70,16 @@ pub fn thread_allocated() -> i64 {
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Allocator settings and the cron's hook, before the executors start.
-pub fn init() {
-    // As Redis's `disable-thp yes` (its default): no transparent huge pages
+pub fn init(disable_thp: bool) {
+    // Redis's `disable-thp yes` (its default): no transparent huge pages
     // for this process. A fault on a fresh 2 MB page clears all of it, so
     // growing a big string (SETRANGE/SETBIT/APPEND in steps) spent most of
     // its time in the kernel's clear_page: 2 s vs Redis's 0.26 s for 512 MB
     // in 128 KB SETBIT steps.
-    // SAFETY: prctl with plain integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    if disable_thp {
+        // SAFETY: prctl with plain integer arguments.
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+    }
     // SAFETY: sets a global option; mimalloc reads it when it purges.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 1000) };
     shard::memory::set_return_hook(return_freed_memory);

@@ -1,7 +1,7 @@
 //! The command line, redis-server style: an optional config file, then
 //! `--name value [value...]` overrides, applied on top of the file.
 
-use shard::config::Config;
+use shard::config::{split_args, Config};
 
 pub struct Cli {
     pub config: Config,
@@ -32,25 +32,41 @@ pub fn parse(args: &[String]) -> Outcome {
     let mut config_file = None;
     let mut check_only = false;
     let mut overrides: Vec<(String, Vec<String>)> = Vec::new();
+    // Redis's main(): `--name` starts a directive (`--name value` in one
+    // argument too); the arguments after it are its values, each kept
+    // whole; right after a bare `--name` the next argument is a value even
+    // if it starts with `--` (but `--save` then means `save ""`).
+    let mut wants_value = false;
     while let Some(arg) = rest.next() {
         match arg.as_str() {
-            "-h" | "--help" => return Outcome::Print(USAGE.to_string()),
-            "-v" | "--version" => {
+            "-h" | "--help" if !wants_value => return Outcome::Print(USAGE.to_string()),
+            "-v" | "--version" if !wants_value => {
                 return Outcome::Print(format!("corekv v={} (Redis 7.0 protocol)", env!("CARGO_PKG_VERSION")))
             }
-            "--check-config" => check_only = true,
-            a if a.starts_with("--") => {
-                let mut values = Vec::new();
-                while let Some(v) = rest.peek() {
-                    if v.starts_with("--") && v.len() > 2 {
-                        break;
-                    }
-                    values.push(rest.next().cloned().unwrap_or_default());
+            "--check-config" if !wants_value => check_only = true,
+            a if !wants_value && a.starts_with("--") => {
+                let Some(words) = split_args(&a.as_bytes()[2..]) else {
+                    return Outcome::Fail(format!("Unbalanced quotes in the command line option '{a}'"));
+                };
+                let mut words = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned());
+                let name = words.next().unwrap_or_default();
+                let values: Vec<String> = words.collect();
+                wants_value = values.is_empty();
+                if wants_value && name.eq_ignore_ascii_case("save") && rest.peek().is_none_or(|n| n.starts_with("--")) {
+                    overrides.push((name, vec![String::new()]));
+                    wants_value = false;
+                    continue;
                 }
-                overrides.push((a[2..].to_string(), values));
+                overrides.push((name, values));
             }
             a if config_file.is_none() && overrides.is_empty() => config_file = Some(a.to_string()),
-            a => return Outcome::Fail(format!("Unexpected argument '{a}'\n\n{USAGE}")),
+            a => match overrides.last_mut() {
+                Some((_, values)) => {
+                    values.push(a.to_string());
+                    wants_value = false;
+                }
+                None => return Outcome::Fail(format!("Unexpected argument '{a}'\n\n{USAGE}")),
+            },
         }
     }
     if let Some(path) = &config_file {
@@ -99,6 +115,23 @@ mod tests {
         assert_eq!(cli.config.bind, vec!["127.0.0.1", "::1"]);
         assert_eq!(cli.config.shards, 2);
         let args: Vec<String> = ["corekv", "--port", "x"].iter().map(|s| s.to_string()).collect();
+        assert!(matches!(parse(&args), Outcome::Fail(_)));
+    }
+
+    #[test]
+    fn redis_server_argument_forms() {
+        // A multi-value setting's values in one argument, split as a line.
+        let cli = run(&["--bind", "127.0.0.1 ::1", "--save", "60 1 30 5"]);
+        assert_eq!(cli.config.bind, vec!["127.0.0.1", "::1"]);
+        assert_eq!(cli.config.save, vec![(60, 1), (30, 5)]);
+        // A name and its value in one argument; a value that looks like an
+        // option right after a bare name; `--save` alone.
+        let cli = run(&["--port 7001", "--requirepass", "--x", "--save", "--shards", "2"]);
+        assert_eq!((cli.config.port, cli.config.requirepass.as_str(), cli.config.shards), (7001, "--x", 2));
+        assert!(cli.config.save.is_empty());
+        assert!(run(&["--save"]).config.save.is_empty());
+        // One value per single-value setting.
+        let args: Vec<String> = ["corekv", "--port", "1", "2"].iter().map(|s| s.to_string()).collect();
         assert!(matches!(parse(&args), Outcome::Fail(_)));
     }
 }

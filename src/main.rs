@@ -82,19 +82,63 @@ fn main() {
             eprintln!("corekv: {e}");
             std::process::exit(1);
         }
-        for p in shard::config::PARAMS.iter().filter(|p| !shard::config::is_alias(p.name)) {
+        // Redis's settings kept only as values (`Param::stored`) are left out.
+        for p in shard::config::PARAMS.iter().filter(|p| !shard::config::is_alias(p.name) && !p.stored()) {
             println!("{} {}", p.name, cli.config.shown(p.name).unwrap_or_default());
         }
         return;
     }
+    let mut cli = cli;
+    if cli.config.daemonize {
+        daemonize();
+    }
     log::configure(&cli.config.loglevel, &cli.config.logfile);
-    title::set(&format!("corekv {}:{}", cli.config.bind.first().map_or("*", String::as_str), cli.config.port));
+    if cli.config.set_proc_title {
+        title::set(&format!("corekv {}:{}", cli.config.bind.first().map_or("*", String::as_str), cli.config.port));
+    }
+    // Redis's createPidFile: when asked, or daemonized (at its default path).
+    if cli.config.daemonize && cli.config.pidfile.is_empty() {
+        cli.config.pidfile = DEFAULT_PID_FILE.into();
+    }
+    if !cli.config.pidfile.is_empty() {
+        if let Err(e) = std::fs::write(&cli.config.pidfile, format!("{}\n", std::process::id())) {
+            log::warning(&format!("Failed to write PID file: {}", shard::config::os_reason(&e)));
+        }
+    }
     let checked = proxy::acl::users::Users::from_config(&cli.config)
         .and_then(|_| proxy::core::CommandTable::with_renames(&cli.config.rename_commands));
     if let Err(msg) = checked.and_then(|_| run(cli)) {
         log::warning(&msg);
         eprintln!("corekv: {msg}");
         std::process::exit(1);
+    }
+}
+
+/// Where a daemonized server writes its pid when `pidfile` is not set
+/// (Redis's CONFIG_DEFAULT_PID_FILE).
+const DEFAULT_PID_FILE: &str = "/var/run/redis.pid";
+
+/// Redis's daemonize(): the parent exits, the child leads a new session
+/// with its standard streams on /dev/null. Runs before any thread starts.
+fn daemonize() {
+    // SAFETY: the process is single-threaded here; fork, setsid, open and
+    // dup2 are plain system calls on descriptors this process owns.
+    unsafe {
+        match libc::fork() {
+            0 => {}
+            -1 => return,
+            _ => libc::_exit(0),
+        }
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null != -1 {
+            for fd in 0..=2 {
+                libc::dup2(null, fd);
+            }
+            if null > 2 {
+                libc::close(null);
+            }
+        }
     }
 }
 
@@ -243,13 +287,15 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         cpus.len(),
         if cpus.len() == 1 { "" } else { "s" }
     ));
+    warn_stored_settings(&config);
     limits::adjust_open_files_limit(&mut config);
     check_tcp_backlog(config.tcp_backlog);
     let port = listen.first().map_or(config.port, |a| a.port());
     let cluster = cluster_view(&config, shards, port)?;
-    alloc::init();
+    alloc::init(config.disable_thp);
     let process = Arc::new(Process {
         shutdown: Default::default(),
+        replicas_held: Default::default(),
         reload_requested: Default::default(),
         connected_clients: AtomicUsize::new(0),
         started: Instant::now(),
@@ -333,7 +379,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     shard::memory::mark_startup();
     // Again with the port actually bound (the command line may say 0),
     // before "Ready": whoever waits for that line sees the final title.
-    if let Some(addr) = listen.first() {
+    if let Some(addr) = listen.first().filter(|_| config.set_proc_title) {
         title::set(&format!("corekv {addr}"));
     }
     for addr in &listen {
@@ -350,8 +396,24 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             log::warning(&format!("shard executor ended with an error: {e}"));
         }
     }
+    if !config.pidfile.is_empty() {
+        log::notice("Removing the pid file.");
+        let _ = std::fs::remove_file(&config.pidfile);
+    }
     log::notice("corekv is now ready to exit, bye bye...");
     Ok(())
+}
+
+/// Redis settings corekv keeps only as values: one set away from its
+/// default is said at start, with why it changes nothing here.
+fn warn_stored_settings(config: &Config) {
+    let defaults = Config::default();
+    for (name, why) in shard::config::STORED_WHY {
+        let (value, default) = (config.get(name).unwrap_or_default(), defaults.get(name).unwrap_or_default());
+        if value != default {
+            log::warning(&format!("'{name} {value}' is accepted for compatibility and has no effect: {why}."));
+        }
+    }
 }
 
 /// Redis's start-up warning when the kernel caps `tcp-backlog`.

@@ -280,3 +280,191 @@ fn idle_clients_are_closed_after_timeout() {
     }
     assert!(idle.closed(), "a client idle past `timeout` must be closed");
 }
+
+/// CLIENT INFO's qbuf= for the connection running it: Redis counts the
+/// whole read still in its query buffer (the command being run, those
+/// before it in the same read and any partial one after it), byte for
+/// byte, inline and multibulk; 1 and 3 shards, connections on every core.
+#[test]
+fn client_info_counts_the_running_command_in_qbuf() {
+    use common::{Raw, Redis};
+    use proxy::resp::Value;
+    use std::io::Write;
+    let requests: &[&[u8]] = &[
+        b"*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n",
+        b"CLIENT INFO\r\n",
+        b"client   info   \r\n",
+        b"CLIENT INFO\n",
+        b"PING\r\n*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n",
+        b"*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n*1\r\n$4\r\nPI",
+        b"*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n*2\r\n$6\r\nCLIENT\r\n$4\r\nINFO\r\n",
+        b"*2\r\n$6\r\nCLIENT\r\n$4\r\nLIST\r\n",
+    ];
+    // Each request in one write on a fresh connection: one read serves it.
+    let qbufs = |port: u16, request: &[u8]| -> Vec<String> {
+        let mut raw = Raw::connect(port);
+        raw.stream.write_all(request).unwrap();
+        let mut seen = Vec::new();
+        let infos = request.windows(4).filter(|w| w.eq_ignore_ascii_case(b"info") || w == b"LIST").count();
+        for _ in 0..infos + request.windows(4).filter(|w| *w == b"PING").count() {
+            if let Some(Value::Bulk(text) | Value::Verbatim(text)) = raw.read() {
+                let text = String::from_utf8(text).unwrap();
+                let own = text.lines().last().unwrap_or_default().to_string();
+                let line = if request.ends_with(b"LIST\r\n") {
+                    // The newest connection running CLIENT LIST: this one.
+                    text.lines().rfind(|l| l.contains("cmd=client|list")).unwrap().to_string()
+                } else {
+                    own
+                };
+                seen.extend(
+                    line.split(' ').filter(|f| f.starts_with("qbuf=") || f.starts_with("argv-mem=")).map(String::from),
+                );
+            }
+        }
+        seen
+    };
+    let redis = Redis::start();
+    for shards in [1, 3] {
+        let corekv = Server::shards(shards);
+        for request in requests {
+            let want = qbufs(redis.port, request);
+            assert!(!want.is_empty(), "{}", String::from_utf8_lossy(request));
+            // Connections land on the cores in turn: one per core.
+            for _ in 0..shards {
+                let got = qbufs(corekv.port, request);
+                assert_eq!(want, got, "{shards} shard(s): {:?}", String::from_utf8_lossy(request));
+            }
+        }
+    }
+}
+
+/// INFO memory's `lazyfree_pending_objects` and `lazyfreed_objects`, as
+/// Redis counts them: UNLINK of a value costing more than 64 allocations
+/// to free, FLUSHDB/FLUSHALL ASYNC's keys; DEL and small values not.
+/// corekv frees at once, so nothing is ever pending (a test waiting for
+/// `lazyfree_pending_objects:0` after FLUSHDB ASYNC goes on at once).
+#[test]
+fn info_counts_lazy_freed_objects_as_redis() {
+    use common::{Raw, Redis};
+    use proxy::resp::Value;
+    fn info_field(raw: &mut Raw, name: &str) -> Option<i64> {
+        let (Value::Bulk(text) | Value::Verbatim(text)) = raw.cmd_str("INFO memory") else { panic!("INFO") };
+        let text = String::from_utf8(text).unwrap();
+        text.lines().find_map(|l| l.strip_prefix(&format!("{name}:"))).map(|v| v.trim().parse().unwrap())
+    }
+    /// Redis frees in a background thread: wait until nothing is pending.
+    fn settled(raw: &mut Raw) -> (Option<i64>, Option<i64>) {
+        for _ in 0..500 {
+            if info_field(raw, "lazyfree_pending_objects") == Some(0) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (info_field(raw, "lazyfree_pending_objects"), info_field(raw, "lazyfreed_objects"))
+    }
+    let big_set: Vec<String> = (0..200).map(|i| format!("m{i}")).collect();
+    let steps: Vec<Vec<String>> = {
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let mut sadd = words("SADD big");
+        sadd.extend(big_set.iter().cloned());
+        let mut sadd2 = words("SADD big2");
+        sadd2.extend(big_set.iter().cloned());
+        let mut steps = vec![words("CONFIG RESETSTAT"), sadd, words("UNLINK big"), sadd2, words("DEL big2")];
+        steps.push(words("SADD small a b c"));
+        steps.push(words("UNLINK small"));
+        steps.push(words("CONFIG SET stream-node-max-entries 5"));
+        for i in 0..400 {
+            steps.push(words(&format!("XADD stream * f {i}")));
+        }
+        steps.push(words("XGROUP CREATE stream g 0"));
+        steps.push(words("XREADGROUP GROUP g alice COUNT 2 STREAMS stream >"));
+        steps.push(words("UNLINK stream"));
+        steps.push(words("CONFIG SET stream-node-max-entries 100"));
+        for i in 0..30 {
+            steps.push(words(&format!("SET key{i} v")));
+        }
+        steps.push(words("FLUSHDB ASYNC"));
+        steps.push(words("SET again v"));
+        steps.push(words("FLUSHALL ASYNC"));
+        steps.push(words("FLUSHALL"));
+        steps
+    };
+    let redis = Redis::start();
+    for shards in [1, 3] {
+        let corekv = Server::shards(shards);
+        let (mut a, mut b) = (redis.raw(), corekv.raw());
+        for step in &steps {
+            let args: Vec<&[u8]> = step.iter().map(|s| s.as_bytes()).collect();
+            let (x, y) = (a.cmd(&args), b.cmd(&args));
+            if !step[0].starts_with('X') {
+                assert_eq!(x, y, "{step:?}");
+            }
+            if ["UNLINK", "DEL", "FLUSHDB", "FLUSHALL"].contains(&step[0].as_str()) {
+                let (want, got) = (settled(&mut a), settled(&mut b));
+                assert!(want.0.is_some() && want.1.is_some());
+                assert_eq!(want, got, "{shards} shard(s), after {:?}", &step[..step.len().min(2)]);
+            }
+        }
+    }
+}
+
+/// `--bind "127.0.0.1 ::1"` as one argument is two addresses, as
+/// redis-server splits a multi-value setting given in one argument; both
+/// servers answer on each and report the same `bind`.
+#[test]
+fn bind_given_as_one_argument_listens_on_each_address() {
+    use common::{Raw, Redis};
+    use proxy::resp::Value;
+    let redis = Redis::start_with(&["--bind", "127.0.0.1 ::1"]);
+    let corekv = Server::start(&["--shards", "2", "--bind", "127.0.0.1 ::1"]);
+    for port in [redis.port, corekv.port] {
+        let v6 = std::net::TcpStream::connect(("::1", port)).expect("listening on ::1");
+        assert_eq!(Raw::from_stream(v6).cmd_str("PING"), Value::Simple(b"PONG".to_vec()));
+    }
+    assert_eq!(redis.raw().cmd_str("CONFIG GET bind"), corekv.raw().cmd_str("CONFIG GET bind"));
+}
+
+/// `daemonize yes` with a `pidfile`: the command returns at once, the
+/// server runs in the background with its pid in the file, CONFIG GET
+/// shows both settings as Redis does, and the file goes at shutdown.
+#[test]
+fn daemonize_writes_and_removes_the_pid_file_as_redis() {
+    use common::Raw;
+    use proxy::resp::Value;
+    let dir = common::TempDir::new("daemonize");
+    let run = |program: &str, name: &str| -> (Value, Value) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let pidfile = format!("{}/{name}.pid", dir.path());
+        let logfile = format!("{}/{name}.log", dir.path());
+        let status = std::process::Command::new(program)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--daemonize", "yes"])
+            .args(["--pidfile", &pidfile, "--logfile", &logfile])
+            .status()
+            .expect("start");
+        assert!(status.success(), "{program} daemonizing");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut conn = loop {
+            if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                break Raw::from_stream(stream);
+            }
+            assert!(std::time::Instant::now() < deadline, "{program} did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let pid: i32 = std::fs::read_to_string(&pidfile).expect("the pid file").trim().parse().unwrap();
+        // SAFETY: signal 0 only checks that the process exists.
+        assert_eq!(unsafe { libc::kill(pid, 0) }, 0, "{program}'s pid file names a live process");
+        let shown = (conn.cmd_str("CONFIG GET daemonize"), conn.cmd_str("CONFIG GET pidfile"));
+        conn.send(b"SHUTDOWN NOSAVE\r\n");
+        let _ = conn.read();
+        while std::path::Path::new(&pidfile).exists() || unsafe { libc::kill(pid, 0) } == 0 {
+            assert!(std::time::Instant::now() < deadline, "{program} left its pid file or kept running");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let Value::Array(mut pair) = shown.1 else { panic!("CONFIG GET pidfile") };
+        // The paths differ by name only.
+        pair[1] = Value::Bulk(b"(pidfile)".to_vec());
+        (shown.0, Value::Array(pair))
+    };
+    common::ensure_test_deps();
+    assert_eq!(run("redis-server", "redis"), run(env!("CARGO_BIN_EXE_corekv"), "corekv"));
+}

@@ -892,6 +892,13 @@ const SETTINGS: &[(&str, &str)] = &[
     ("latency-tracking-info-percentiles", "50 99 99.9"),
     ("enable-debug-command", "no"),
     ("enable-module-command", "no"),
+    ("enable-protected-configs", "no"),
+    ("daemonize", "no"),
+    ("pidfile", ""),
+    ("set-proc-title", "yes"),
+    ("disable-thp", "yes"),
+    ("cluster-enabled", ""),
+    ("maxmemory-clients", "0"),
 ];
 
 /// The server's own list of settings (what `--check-config` prints) is the

@@ -242,6 +242,10 @@ impl Connection {
             let proto_max_bulk_len = self.core.config().proto_max_bulk_len;
             // Pushes that came before these commands go out before their replies.
             self.take_pushes();
+            // While this batch runs the query buffer holds all of it (Redis
+            // trims what its commands consumed only after the last one):
+            // CLIENT INFO/LIST count the command being run in qbuf=.
+            self.show_query_buffer(filled, buf.len() - filled);
             let mut look_ahead_at = 0;
             loop {
                 if parser.consumed() >= look_ahead_at {
@@ -504,8 +508,14 @@ impl Connection {
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
         // CLIENT LIST shows it (flags=S cmd=psync) from here on.
         self.update_registry(0, 0);
+        // Its output buffer is what the shared stream holds for it (on
+        // core 0) beyond what its socket queues, as Redis counts a replica's.
+        let held = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
             c.replica = true;
+            let (socket, gauge) = (c.output.take(), held.clone());
+            let stream = move || gauge.load(std::sync::atomic::Ordering::Relaxed) as usize;
+            c.output = Some(Box::new(move || socket.as_ref().map_or(0, |queued| queued()) + stream()));
         }
         let peer = Peer {
             id: self.state.id,
@@ -515,8 +525,16 @@ impl Connection {
                 Err(_) => "?".into(),
             }),
             hello: self.state.repl_hello.clone(),
+            held,
         };
         serve_replica(&self.core, stream, peer, request, input).await
+    }
+
+    /// qbuf= and qbuf-free= as a batch starts.
+    fn show_query_buffer(&self, qbuf: usize, qbuf_free: usize) {
+        if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
+            (c.qbuf, c.qbuf_free) = (qbuf, qbuf_free);
+        }
     }
 
     /// The registry entry after a batch (or before a wait): the pipeline

@@ -1,6 +1,7 @@
 //! Running commands on this core's shard: one from a local connection, or
-//! a batch another core sent; either way the waiters of keys it made ready
-//! are served right after.
+//! a batch another core sent; either way the waiters of keys each command
+//! made ready are served right after it (unless a transaction or a script
+//! running here holds serving back until it ends).
 
 use crate::coordinator::locks::blocked;
 use crate::core::Core;
@@ -31,7 +32,9 @@ impl Core {
     ) {
         let line =
             if self.monitored() { crate::monitor::line(spec, db, crate::monitor::Origin::Lua, &args) } else { None };
+        self.shard.borrow_mut().scripted = true;
         self.execute_local(caller, spec, db, resp3, now, args, out);
+        self.shard.borrow_mut().scripted = false;
         if let Some(line) = line {
             self.feed_monitors(&line);
         }
@@ -162,6 +165,15 @@ impl Core {
                 reply.slow.push(Entry::new(args.len(), args.iter(), &redacted, usec, end));
             }
             clock = end;
+            // Redis serves blocked clients after each command of a
+            // pipeline, not once after the batch: a push then a DEL in one
+            // batch still hands the push to a waiter.
+            if !shard.ready.is_empty() {
+                shard.caller = Caller::default();
+                drop(shard);
+                self.serve_ready();
+                shard = self.shard.borrow_mut();
+            }
         }
         let notified = shard.notify_mask != 0;
         shard.caller = Caller::default();

@@ -384,6 +384,12 @@ async fn run_ring(
     ring.on_turn(move |busy| clocked.turn_clock.turn(busy));
     let looking = core.clone();
     ring.on_input(move |inputs| crate::prefetch::received(&looking, inputs));
+    let serving = Rc::downgrade(&ring);
+    *core.while_blocked.borrow_mut() = Some(Box::new(move || {
+        if let Some(ring) = serving.upgrade() {
+            ring.serve_while_blocked();
+        }
+    }));
     let driver = glommio::spawn_local(ring.clone().drive()).detach();
     listening();
     cron(core.clone()).await;
@@ -398,6 +404,7 @@ async fn run_ring(
     if !reaped {
         log::warning(&format!("client ring: {} connection(s) still open at exit", ring.connections()));
     }
+    core.while_blocked.take();
     ring.on_accept(|_, _| {});
     ring.on_turn(|_| {});
     ring.on_input(|_| {});

@@ -12,6 +12,10 @@ pub struct Stats {
     pub keyspace_misses: u64,
     /// Batches executed here on behalf of another core.
     pub remote_batches: u64,
+    /// Values Redis would have handed to its lazy-free thread (UNLINK of a
+    /// big value, FLUSHDB/FLUSHALL ASYNC's keys), freed here at once: INFO's
+    /// `lazyfreed_objects`.
+    pub lazyfreed: u64,
 }
 
 pub struct Shard {
@@ -50,6 +54,9 @@ pub struct Shard {
     /// Keys whose time ran out are swept in the background (DEBUG
     /// SET-ACTIVE-EXPIRE 0 leaves them until they are accessed).
     pub active_expire_enabled: bool,
+    /// The running command comes from a script (Redis's CLIENT_SCRIPT: SORT
+    /// makes its output deterministic there); set around it by the proxy.
+    pub scripted: bool,
 }
 
 impl Shard {
@@ -75,6 +82,7 @@ impl Shard {
             caller: Default::default(),
             observe: Default::default(),
             active_expire_enabled: true,
+            scripted: false,
         };
         shard.apply_config();
         shard

@@ -129,6 +129,22 @@ impl Value {
         }
     }
 
+    /// Redis's lazyfreeGetFreeEffort: about how many allocations freeing
+    /// the value takes (Redis frees it in the background above 64).
+    pub fn free_effort(&self) -> usize {
+        match self {
+            Value::List(l) => l.node_count(),
+            Value::Set(s) if s.encoding() == "hashtable" => s.len(),
+            Value::ZSet(z) if z.encoding() == "skiplist" => z.len(),
+            Value::Hash(h) if h.encoding() == "hashtable" => h.len(),
+            // Its nodes, and every group costed as the first one's PEL.
+            Value::Stream(s) => {
+                s.nodes.len() + s.groups.values().next().map_or(0, |first| s.groups.len() * (1 + first.pel.len()))
+            }
+            _ => 1,
+        }
+    }
+
     /// Converts a string to the mutable "raw" form for APPEND/SETRANGE.
     pub fn make_raw(&mut self) -> Option<&mut Vec<u8>> {
         let bytes = match self {

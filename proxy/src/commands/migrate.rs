@@ -8,7 +8,7 @@
 
 mod target;
 
-pub use target::{close_all, close_idle};
+pub use target::{cached, close_all, close_idle};
 
 use super::gather::ShardKeys;
 use super::reply::reply;

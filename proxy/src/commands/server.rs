@@ -23,6 +23,7 @@ pub struct CoreReport {
     pub shard_commands: u64,
     pub hits: u64,
     pub misses: u64,
+    pub lazyfreed: u64,
     pub expired: u64,
     pub clients: usize,
     pub connections_received: u64,
@@ -53,6 +54,8 @@ pub struct CoreReport {
     /// Channels, patterns and shard channels with subscribers here that no
     /// lower core has (summed: the distinct names of the server).
     pub pubsub: [usize; 3],
+    /// MIGRATE's cached connections on this core.
+    pub migrate_sockets: usize,
     /// CLIENT TRACKING: (clients here, keys, items, prefixes of this shard).
     pub tracking: (u64, u64, u64, u64),
     /// Calls, errors (INFO commandstats, errorstats, stats).
@@ -80,6 +83,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         shard_commands: shard.stats.commands,
         hits: shard.stats.keyspace_hits,
         misses: shard.stats.keyspace_misses,
+        lazyfreed: shard.stats.lazyfreed,
         expired: shard.expired_keys(),
         clients: core.clients.borrow().list.len(),
         connections_received: s.connections_received.get(),
@@ -102,6 +106,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         save_keys: shard.snapshot_progress(),
         scripts: crate::scripting::usage(),
         pubsub: core.pubsub.borrow().distinct_here(core.index),
+        migrate_sockets: super::migrate::cached(),
         tracking: crate::tracking::report(core, &shard),
         observe: shard.observe.counters(),
     }
@@ -236,11 +241,13 @@ pub fn render(
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{startup}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmem_fragmentation_bytes:{}\r\n{}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_not_counted_for_evict:{not_counted}\r\nmem_allocator:{}\r\n",
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{startup}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmem_fragmentation_bytes:{}\r\n{}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_not_counted_for_evict:{not_counted}\r\nmem_clients_slaves:{}\r\nmem_allocator:{}\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:{}\r\n",
                 human(used), m.rss, human(m.rss), human(peak),
                 if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
                 if used > 0 { dataset as f64 * 100.0 / used as f64 } else { 0.0 },
-                m.peak_rss, m.rss as i64 - used as i64, scripts_memory(reports), human(max), m.allocator
+                m.peak_rss, m.rss as i64 - used as i64, scripts_memory(reports), human(max),
+                p.replicas_held.load(std::sync::atomic::Ordering::Relaxed), m.allocator,
+                sum(|r| r.lazyfreed)
             ),
         );
     }
@@ -255,7 +262,7 @@ pub fn render(
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nmigrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 observed.calls(),
                 sum(|r| r.ops_per_sec),
@@ -272,6 +279,7 @@ pub fn render(
                 sum(|r| r.pubsub[0] as u64),
                 sum(|r| r.pubsub[1] as u64),
                 sum(|r| r.pubsub[2] as u64),
+                sum(|r| r.migrate_sockets as u64),
                 sum(|r| r.tracking.1),
                 sum(|r| r.tracking.2),
                 // Every shard holds every BCAST prefix.
@@ -446,33 +454,34 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     if !args.len().is_multiple_of(2) {
         return conn.error(SYNTAX);
     }
+    // Redis's configSetCommand: every name is checked first (unknown,
+    // immutable, protected, repeated: named as given), then every value
+    // is set (a bad one named by its setting), on a copy.
+    let failed =
+        |name: &str, reason: &str| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}");
+    let protected_allowed = protected_configs_allowed(conn);
     let mut changes: Vec<(String, String)> = Vec::new();
-    let mut candidate = conn.core.config().clone();
     for i in (2..args.len()).step_by(2) {
-        let name = String::from_utf8_lossy(args.get(i)).to_ascii_lowercase();
-        let value = String::from_utf8_lossy(args.get(i + 1)).into_owned();
-        let failed = |reason: &str| format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}");
-        let Some(param) = find_param(&name) else {
-            return conn.error(&format!("ERR Unknown option or number of arguments for CONFIG SET - '{name}'"));
+        let given = String::from_utf8_lossy(args.get(i)).into_owned();
+        let Some(param) = find_param(&given) else {
+            return conn.error(&format!("ERR Unknown option or number of arguments for CONFIG SET - '{given}'"));
         };
-        if shard::config::PROTECTED.contains(&param.name) {
-            return conn.error(&failed("can't set protected config"));
-        }
         if !param.mutable {
-            return conn.error(&failed("can't set immutable config"));
+            return conn.error(&failed(&given, "can't set immutable config"));
+        }
+        if shard::config::PROTECTED.contains(&param.name) && !protected_allowed {
+            return conn.error(&failed(&given, "can't set protected config"));
         }
         if changes.iter().any(|(n, _)| *n == param.name) {
-            return conn.error(&failed("duplicate parameter"));
+            return conn.error(&failed(&given, "duplicate parameter"));
         }
-        let values: Vec<&str> = if param.name == "save" || param.name == "bind" {
-            value.split_whitespace().collect()
-        } else {
-            vec![value.as_str()]
-        };
-        if let Err(reason) = candidate.set(param.name, &values) {
-            return conn.error(&failed(&reason));
+        changes.push((param.name.to_string(), String::from_utf8_lossy(args.get(i + 1)).into_owned()));
+    }
+    let mut candidate = conn.core.config().clone();
+    for (name, value) in &changes {
+        if let Err(reason) = candidate.set_value(name, value) {
+            return conn.error(&failed(name, &reason));
         }
-        changes.push((param.name.to_string(), value));
     }
     // Redis's updateMaxclients: the descriptors for it, or its error.
     if changes.iter().any(|(n, _)| n == "maxclients") {
@@ -529,6 +538,19 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
     reply(conn, |r| r.ok());
 }
 
+/// Redis's allowProtectedAction for `enable-protected-configs`: `dir` and
+/// `dbfilename` are settable by everyone, no one, or local connections.
+fn protected_configs_allowed(conn: &Connection) -> bool {
+    match conn.core.config().enable_protected_configs {
+        shard::config::Protected::Yes => true,
+        shard::config::Protected::No => false,
+        shard::config::Protected::Local => {
+            let clients = conn.core.clients.borrow();
+            clients.list.get(conn.state.registry_key).is_some_and(|c| crate::acl::protected::is_local(c.addr))
+        }
+    }
+}
+
 /// Sets `changes` on every core's copy and applies what depends on them
 /// (log level, TLS, ACL's default user, refused writes). False when a core
 /// could not be reached.
@@ -538,9 +560,7 @@ async fn apply(conn: &mut Connection, changes: Vec<(String, String)>, tls_change
     let applied = call_all(&conn.core, move |core| {
         let mut shard = core.shard.borrow_mut();
         for (name, value) in &changes {
-            let values: Vec<&str> =
-                if name == "save" { value.split_whitespace().collect() } else { vec![value.as_str()] };
-            let _ = shard.config.set(name, &values);
+            let _ = shard.config.set_value(name, value);
             if name == "loglevel" {
                 log::set_level(value);
             }
@@ -658,6 +678,19 @@ pub async fn shutdown(conn: &mut Connection, args: Args<'_>) {
     }
     if save && nosave {
         return conn.error(SYNTAX);
+    }
+    // While a script is busy only NOSAVE may end the server (a save would
+    // wait for the script's core).
+    let busy = conn.core.process.scripts.iter().map(|s| s.running.load(std::sync::atomic::Ordering::Relaxed)).max();
+    match busy {
+        Some(1) if !nosave => {
+            return conn.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+        }
+        Some(2) if !nosave => {
+            return conn
+                .error("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.")
+        }
+        _ => {}
     }
     log::warning("User requested shutdown...");
     if persistence::save_on_shutdown(&conn.core, save, nosave) {

@@ -43,9 +43,15 @@ struct LoadCtx {
 
 pub struct Functions {
     vm: Vm,
-    /// Libraries in load order.
+    /// Libraries in load order. Their names are case-sensitive (Redis's
+    /// librariesDictType).
     pub libraries: Vec<Library>,
+    /// Every library's functions by their names as registered.
     pub functions: HashMap<String, Function>,
+    /// Function names ASCII-lowercased -> as registered: FCALL and the
+    /// name clash check ignore case (Redis's functionDictType); the first
+    /// registered of names differing only in case holds the entry.
+    folded: HashMap<String, String>,
 }
 
 impl Default for Functions {
@@ -99,7 +105,24 @@ fn metadata(code: &[u8]) -> Result<Metadata<'_>, String> {
 
 impl Functions {
     pub fn new() -> Functions {
-        Functions { vm: Vm::for_functions(register_function), libraries: Vec::new(), functions: HashMap::new() }
+        Functions {
+            vm: Vm::for_functions(register_function),
+            libraries: Vec::new(),
+            functions: HashMap::new(),
+            folded: HashMap::new(),
+        }
+    }
+
+    /// The function FCALL `name` runs: its exact name, else one differing
+    /// only in case.
+    fn lookup(&self, name: &str) -> Option<&Function> {
+        self.functions.get(name).or_else(|| self.functions.get(self.folded.get(&name.to_ascii_lowercase())?))
+    }
+
+    /// A function of another library than `library` already has `name`,
+    /// case aside.
+    fn clashes(&self, name: &str, library: &str) -> bool {
+        self.lookup(name).is_some_and(|existing| existing.library != library)
     }
 
     /// Bytes the functions VM uses.
@@ -108,7 +131,7 @@ impl Functions {
     }
 
     pub fn exists(&self, name: &[u8]) -> bool {
-        std::str::from_utf8(name).is_ok_and(|n| self.functions.contains_key(n))
+        std::str::from_utf8(name).is_ok_and(|n| self.lookup(n).is_some())
     }
 
     /// FUNCTION FLUSH.
@@ -136,7 +159,7 @@ impl Functions {
             return Err("ERR No functions registered".into());
         }
         for f in &registered {
-            if self.functions.get(&f.name).is_some_and(|existing| existing.library != name) {
+            if self.clashes(&f.name, &name) {
                 let msg = format!("ERR Function {} already exists", f.name);
                 self.release(registered);
                 return Err(msg);
@@ -150,6 +173,7 @@ impl Functions {
         for mut f in registered {
             f.library = name.clone();
             library.functions.push(f.name.clone());
+            self.folded.entry(f.name.to_ascii_lowercase()).or_insert_with(|| f.name.clone());
             self.functions.insert(f.name.clone(), f);
         }
         self.libraries.push(library);
@@ -157,6 +181,12 @@ impl Functions {
     }
 
     fn unlink(&mut self, lib: &Library) {
+        for name in &lib.functions {
+            let folded = name.to_ascii_lowercase();
+            if self.folded.get(&folded) == Some(name) {
+                self.folded.remove(&folded);
+            }
+        }
         let removed: Vec<Function> = lib.functions.iter().filter_map(|f| self.functions.remove(f)).collect();
         self.release(removed);
     }
@@ -221,7 +251,7 @@ impl Functions {
         opts: &RunOptions,
     ) -> Vec<u8> {
         let mut out = Vec::new();
-        let Some(f) = std::str::from_utf8(name).ok().and_then(|n| self.functions.get(n)) else {
+        let Some(f) = std::str::from_utf8(name).ok().and_then(|n| self.lookup(n)) else {
             return b"-ERR Function not found\r\n".to_vec();
         };
         let call = match prepare(f.flags, opts) {
@@ -266,7 +296,7 @@ impl Functions {
         }
         for lib in &restored.libraries {
             for f in &lib.functions {
-                if self.functions.get(f).is_some_and(|existing| existing.library != lib.name) {
+                if self.clashes(f, &lib.name) {
                     return Err(format!("ERR Function {f} already exists"));
                 }
             }

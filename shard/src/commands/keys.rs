@@ -13,8 +13,13 @@ use crate::shard::Shard;
 
 pub fn del(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let mut removed = 0;
+    let unlink = args.is(0, "unlink");
     for key in args.iter().skip(1) {
-        if s.dbs[ctx.db].remove(key, ctx.now).is_some() {
+        if let Some(entry) = s.dbs[ctx.db].remove(key, ctx.now) {
+            // Redis's freeObjAsync threshold (LAZYFREE_THRESHOLD).
+            if unlink && entry.value.free_effort() > 64 {
+                s.stats.lazyfreed += 1;
+            }
             removed += 1;
             s.notify(notify::GENERIC, "del", ctx.db, key);
         }

@@ -195,7 +195,7 @@ mod tests {
         c.set("maxmemory", &["3mb"]).unwrap();
         c.set("hz", &["20"]).unwrap();
         c.set("loglevel", &["warning"]).unwrap();
-        c.set("save", &["100 10"]).unwrap();
+        c.set_value("save", "100 10").unwrap();
         let users = ["user default on nopass ~* &* +@all".to_string()];
         let new = rewrite(old, &c, Some(&users));
         let dir = format!("dir {}", repr(c.dir.as_bytes()));
