@@ -26,9 +26,17 @@ impl Conn {
     }
 
     fn send(&mut self, args: &[&str]) {
-        let mut v = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            v.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        self.send_all(&[args]);
+    }
+
+    /// Several commands in one write: they reach the server together.
+    fn send_all(&mut self, commands: &[&[&str]]) {
+        let mut v = Vec::new();
+        for args in commands {
+            v.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in *args {
+                v.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+            }
         }
         self.stream.write_all(&v).unwrap();
     }
@@ -476,12 +484,11 @@ impl Play {
         *last = format!("GETREDIR {last}");
     }
 
-    /// Sends `commands` at once (one read on the server) and reads their
-    /// replies.
+    /// Sends `commands` at once (one write, so one read on the server: a
+    /// write per command could be read, and run, in several passes on
+    /// either server) and reads their replies.
     fn pipeline(&mut self, role: usize, commands: &[&[&str]]) {
-        for c in commands {
-            self.send(role, c);
-        }
+        self.conn(role).send_all(commands);
         self.replies(role, commands.len());
     }
 
