@@ -282,6 +282,7 @@ impl Connection {
                             // pending keys).
                             self.pipeline.command_end();
                             self.take_pushes_now();
+                            crate::commands::tracking::after_command(self);
                         }
                         self.state.reply.command_done();
                         if self.state.close || self.state.sync.is_some() {
@@ -339,6 +340,9 @@ impl Connection {
                 self.pipeline.set_silent(silent);
                 let served = Box::pin(blocking::wait(self, wait, stream, &mut buf, &mut filled)).await;
                 self.pipeline.set_silent(false);
+                if self.state.tracking {
+                    crate::commands::tracking::after_command(self);
+                }
                 self.state.reply.command_done();
                 if !served {
                     return;
