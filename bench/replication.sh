@@ -140,7 +140,7 @@ start() {
       --protected-mode no --save '' --appendonly no --dir "$dir" --repl-diskless-sync "$DISKLESS" --repl-diskless-sync-delay 0 "$@" \
       >"$dir/log" 2>&1 &
   else
-    ip netns exec "$ns" taskset -c "$cpu" "$COREKV" --port "$port" --bind "$addr" 127.0.0.1 \
+    ip netns exec "$ns" taskset -c "$cpu" "$COREKV" --port "$port" --bind "$addr" 127.0.0.1 --protected-mode no \
       --shards 1 --cpus "$cpu" --save '' --appendonly no --dir "$dir" --repl-diskless-sync "$DISKLESS" --repl-diskless-sync-delay 0 "$@" \
       >"$dir/log" 2>&1 &
   fi

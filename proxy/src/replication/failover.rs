@@ -248,6 +248,7 @@ mod tests {
             peak_held: 0,
             peak_raw: 0,
             held: Default::default(),
+            awaiting_save: false,
         }
     }
 

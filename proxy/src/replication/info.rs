@@ -78,7 +78,7 @@ pub async fn section(core: &Rc<Core>) -> String {
             let _ = write!(out, "min_slaves_good_slaves:{good}\r\n");
         }
         for (i, r) in p.replicas.iter().enumerate() {
-            let (held, raw) = p.backlog.held_from(r.pos);
+            let (held, raw) = r.stream_held(&p.backlog);
             let (ratio, peak_ratio) = (ratio(raw, held), ratio(r.peak_raw, r.peak_held));
             let _ = write!(
                 out,

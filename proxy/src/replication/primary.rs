@@ -60,6 +60,20 @@ pub struct ReplicaLink {
     /// Bytes held for it now, as its connection's core shows them
     /// (CLIENT LIST omem=): written here at every change of the stream.
     pub held: Arc<AtomicU64>,
+    /// Its group's save has not started (`repl-diskless-sync-delay`):
+    /// nothing is kept or counted for it yet, as Redis feeds no replica in
+    /// WAIT_BGSAVE_START; `pos` is set when the save starts.
+    pub awaiting_save: bool,
+}
+
+impl ReplicaLink {
+    /// The stream kept for it: bytes held and the raw bytes they stand for.
+    pub fn stream_held(&self, backlog: &super::backlog::Backlog) -> (u64, u64) {
+        match self.awaiting_save {
+            true => (0, 0),
+            false => backlog.held_from(self.pos),
+        }
+    }
 }
 
 /// Where a group of replicas sharing one snapshot stands
@@ -199,7 +213,7 @@ impl Primary {
     pub fn enforce(&mut self, limit: &OutputBufferLimit, backlog_size: u64, now: Instant) -> Vec<(String, i32)> {
         let mut killed = Vec::new();
         for r in &mut self.replicas {
-            let (held, raw) = self.backlog.held_from(r.pos);
+            let (held, raw) = r.stream_held(&self.backlog);
             r.held.store(held, Relaxed);
             if held > r.peak_held {
                 r.peak_held = held;
@@ -220,7 +234,7 @@ impl Primary {
                 }
             }
         }
-        let pinned = self.replicas.iter().filter(|r| !r.killed).map(|r| r.pos).min();
+        let pinned = self.replicas.iter().filter(|r| !r.killed && !r.awaiting_save).map(|r| r.pos).min();
         self.backlog.trim(backlog_size, pinned);
         killed
     }

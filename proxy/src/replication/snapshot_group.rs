@@ -18,24 +18,37 @@ pub enum Role {
 }
 
 impl Primary {
-    /// Replica `id` (registered already) joins the group still taking
-    /// members, or leads a new one. A joiner's stream is kept from the
-    /// leader's position, which is before the group's cut.
+    /// Replica `id` (registered already, awaiting a save) joins the group
+    /// still taking members, or leads a new one. Once its group's save has
+    /// started, its stream is kept from the leader's position, which is
+    /// before the group's cut.
     fn join_or_lead(&mut self, id: u64, gathering: bool) -> Role {
         let open = self.snapshot_groups.iter_mut().find(|g| matches!(g.stage, Stage::Gathering | Stage::Saving));
         if let Some(g) = open {
             g.users += 1;
-            let (group, leader) = (g.id, g.leader);
+            let (group, leader, saving) = (g.id, g.leader, g.stage == Stage::Saving);
             let from = self.replicas.iter().find(|r| r.id == leader).map(|r| r.pos);
-            if let (Some(from), Some(me)) = (from, self.replicas.iter_mut().find(|r| r.id == id)) {
-                me.pos = me.pos.min(from);
+            if let (true, Some(from), Some(me)) = (saving, from, self.replicas.iter_mut().find(|r| r.id == id)) {
+                (me.pos, me.awaiting_save) = (from, false);
             }
             return Role::Follow(group);
         }
         self.groups_started += 1;
         let stage = if gathering { Stage::Gathering } else { Stage::Saving };
         self.snapshot_groups.push(Group { id: self.groups_started, leader: id, stage, users: 1 });
+        if !gathering {
+            self.start_keeping();
+        }
         Role::Lead(self.groups_started)
+    }
+
+    /// The save is about to start: the stream is kept for every replica
+    /// that awaited it from here on.
+    fn start_keeping(&mut self) {
+        let end = self.backlog.end;
+        for r in self.replicas.iter_mut().filter(|r| r.awaiting_save) {
+            (r.pos, r.awaiting_save) = (end, false);
+        }
     }
 
     fn group(&mut self, group: u64) -> Option<&mut Group> {
@@ -66,6 +79,20 @@ pub async fn stage(core: &Rc<Core>, group: u64) -> Stage {
         c.repl.primary.borrow_mut().as_mut().and_then(|p| p.group(group)).map(|g| g.stage.clone())
     });
     stage.await.flatten().unwrap_or(Stage::Failed)
+}
+
+/// The leader's gathering is over: its group saves, and the stream is kept
+/// for its members from now on (before the save's cut).
+pub async fn begin_saving(core: &Rc<Core>, group: u64) {
+    call(core, HUB, move |c| {
+        let mut primary = c.repl.primary.borrow_mut();
+        let Some(p) = primary.as_mut() else { return };
+        if let Some(g) = p.group(group) {
+            g.stage = Stage::Saving;
+        }
+        p.start_keeping();
+    })
+    .await;
 }
 
 /// A member is done with the group's file: the last one removes it.

@@ -83,6 +83,7 @@ async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request:
         peak_held: 0,
         peak_raw: 0,
         held: peer.held.clone(),
+        awaiting_save: false,
     };
     // Partial: the replica's history is ours and still in the backlog.
     let continued = {
@@ -131,12 +132,13 @@ async fn full_sync(
 ) -> Option<(u64, bool)> {
     let id = peer.id;
     log::notice(&format!("Replica {}:{} asks for synchronization", peer.ip, peer.hello.listening_port));
-    // Registered before the cut, at the stream's end: nothing after it is
-    // dropped until the cut's position is known.
+    // Registered before the cut and kept from the stream's end once its
+    // group's save starts (`snapshot_group`): nothing after that is dropped
+    // until the cut's position is known.
     call(core, HUB, move |c| {
         if let Some(p) = c.repl.primary.borrow_mut().as_mut() {
             p.stats.full += 1;
-            p.replicas.push(ReplicaLink { pos: p.backlog.end, ..link });
+            p.replicas.push(ReplicaLink { pos: p.backlog.end, awaiting_save: true, ..link });
         }
     })
     .await;
@@ -198,7 +200,7 @@ async fn lead(
             glommio::timer::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_secs(1))).await;
             waiting.keep_alive().await;
         }
-        snapshot_group::advance(core, group, Stage::Saving).await;
+        snapshot_group::begin_saving(core, group).await;
     }
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let file = format!("temp-replsync-{}-{}.rdb", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
