@@ -159,6 +159,36 @@ async fn cron(core: Rc<Core>) {
         if timeout > 0 {
             close_idle_clients(&core, Duration::from_secs(timeout));
         }
+        close_clients_over_output_limits(&core);
+    }
+}
+
+/// Redis's clientsCron output buffer check: a client holding output over
+/// its hard limit, or over its soft one for longer than its seconds, is
+/// closed even when nothing new is written to it (one big reply or a
+/// burst of pushes it does not read); one seen under its soft limit starts
+/// its time over it again. As Redis, a client holding nothing is skipped.
+fn close_clients_over_output_limits(core: &Core) {
+    let limits = core.config().client_output_buffer_limit;
+    let now_secs = shard::unix_ms() / 1000;
+    let mut over = Vec::new();
+    {
+        let mut clients = core.clients.borrow_mut();
+        for (key, c) in clients.list.iter_mut() {
+            let Some(limit) = c.output_limit(&limits).filter(|l| l.hard > 0 || l.soft > 0) else { continue };
+            let pushes = core.push.get(c.id).map_or(0, |q| q.len());
+            let held = (c.output_memory() + pushes) as u64;
+            if held > 0 && c.output_limit_reached(held, limit, now_secs) {
+                over.push((key, c.id, c.line(Instant::now())));
+            }
+        }
+    }
+    for (key, id, line) in over {
+        log::warning(&format!("Client {line} closed for overcoming of output buffer limits."));
+        if let Some(queue) = core.push.get(id) {
+            queue.overflow();
+        }
+        core.clients.borrow().kill(key);
     }
 }
 
