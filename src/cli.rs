@@ -45,7 +45,7 @@ pub fn parse(args: &[String]) -> Outcome {
             }
             "--check-config" if !wants_value => check_only = true,
             a if !wants_value && a.starts_with("--") => {
-                let Some(words) = split_args(a[2..].as_bytes()) else {
+                let Some(words) = split_args(&a.as_bytes()[2..]) else {
                     return Outcome::Fail(format!("Unbalanced quotes in the command line option '{a}'"));
                 };
                 let mut words = words.into_iter().map(|w| String::from_utf8_lossy(&w).into_owned());

@@ -295,6 +295,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
     alloc::init(config.disable_thp);
     let process = Arc::new(Process {
         shutdown: Default::default(),
+        replicas_held: Default::default(),
         reload_requested: Default::default(),
         connected_clients: AtomicUsize::new(0),
         started: Instant::now(),

@@ -312,7 +312,7 @@ fn client_info_counts_the_running_command_in_qbuf() {
                 let own = text.lines().last().unwrap_or_default().to_string();
                 let line = if request.ends_with(b"LIST\r\n") {
                     // The newest connection running CLIENT LIST: this one.
-                    text.lines().filter(|l| l.contains("cmd=client|list")).last().unwrap().to_string()
+                    text.lines().rfind(|l| l.contains("cmd=client|list")).unwrap().to_string()
                 } else {
                     own
                 };

@@ -9,6 +9,9 @@
 //!   !near N CMD      integers may differ by at most N (timing)
 //!   !scan CMD        run a SCAN-family command to completion, compare the
 //!                    sorted set of all elements returned
+//!   !page CMD        one SCAN-family call: the cursor exactly, the
+//!                    elements as a sorted multiset
+//!   !field NAME CMD  only the `NAME:value` line of an INFO-like reply
 //!   !sleep MS        wait (both servers at once)
 //!   !fresh           start a new connection (resets SELECT, HELLO, AUTH)
 //!   !args ARGS       (first line only) run this script against its own
@@ -106,6 +109,28 @@ enum Directive {
     Any,
     Near(i64),
     Scan,
+    Page,
+    Field(String),
+}
+
+/// A SCAN-family reply with its elements sorted (`!page`).
+fn page(v: Value) -> Value {
+    match v {
+        Value::Array(mut parts) if parts.len() == 2 => {
+            let elements = sorted(parts.pop().unwrap());
+            parts.push(elements);
+            Value::Array(parts)
+        }
+        other => other,
+    }
+}
+
+/// The `name:value` line of an INFO-like bulk reply (`!field`).
+fn field(v: &Value, name: &str) -> Value {
+    let Some(text) = v.as_bytes() else { return v.clone() };
+    let prefix = format!("{name}:");
+    let line = String::from_utf8_lossy(text).lines().find(|l| l.starts_with(&prefix)).map(str::to_string);
+    line.map_or(Value::Nil, |l| Value::Bulk(l.into_bytes()))
 }
 
 fn run_script(name: &str, text: &str, redis: &Redis, corekv: &Server, shards: usize) {
@@ -123,6 +148,11 @@ fn run_script(name: &str, text: &str, redis: &Redis, corekv: &Server, shards: us
             Some(("!sort", r)) => (Directive::Sort, r),
             Some(("!any", r)) => (Directive::Any, r),
             Some(("!scan", r)) => (Directive::Scan, r),
+            Some(("!page", r)) => (Directive::Page, r),
+            Some(("!field", r)) => {
+                let (name, cmd) = r.split_once(' ').expect("!field NAME CMD");
+                (Directive::Field(name.to_string()), cmd)
+            }
             Some(("!near", r)) => {
                 let (n, cmd) = r.split_once(' ').expect("!near N CMD");
                 (Directive::Near(n.parse().expect("!near N")), cmd)
@@ -153,6 +183,8 @@ fn run_script(name: &str, text: &str, redis: &Redis, corekv: &Server, shards: us
         };
         let same = match directive {
             Directive::Exact | Directive::Scan => want == got,
+            Directive::Page => page(want.clone()) == page(got.clone()),
+            Directive::Field(name) => field(&want, &name) == field(&got, &name),
             Directive::Sort => sorted(want.clone()) == sorted(got.clone()),
             Directive::Any => kind(&want) == kind(&got),
             Directive::Near(tolerance) => match (&want, &got) {

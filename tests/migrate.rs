@@ -565,3 +565,29 @@ impl Lossy for Value {
         }
     }
 }
+
+/// INFO stats' migrate_cached_sockets counts the connections MIGRATE keeps
+/// (one per target), as redis-server's does.
+#[test]
+fn info_counts_migrates_cached_sockets() {
+    let target = Redis::start();
+    let port = target.port.to_string();
+    let cached = |r: &mut Raw| -> Vec<String> {
+        let mut seen = Vec::new();
+        for key in ["m1", "m2"] {
+            cmd(r, &["SET", key, "v"]);
+            assert_eq!(cmd(r, &["MIGRATE", "127.0.0.1", &port, key, "0", "5000", "REPLACE"]), ok());
+            let Value::Bulk(info) = cmd(r, &["INFO", "stats"]) else { panic!("INFO") };
+            let info = String::from_utf8_lossy(&info).into_owned();
+            seen.extend(info.lines().filter(|l| l.starts_with("migrate_cached_sockets:")).map(String::from));
+        }
+        seen
+    };
+    let redis = Redis::start();
+    let want = cached(&mut redis.raw());
+    assert_eq!(want, ["migrate_cached_sockets:1", "migrate_cached_sockets:1"]);
+    for shards in [1, 3] {
+        let server = Server::shards(shards);
+        assert_eq!(cached(&mut server.raw()), want, "{shards} shards");
+    }
+}

@@ -1,8 +1,8 @@
 //! Keyspace notifications against redis-server: the same commands run on
 //! both, with `notify-keyspace-events` set alike, and a subscriber on each
 //! (PSUBSCRIBE `__key*__:*`) must see the same events. corekv runs with
-//! two shards, so events raised on either core reach a subscriber on one
-//! of them. Per step, events are compared per key, in order (events of
+//! two shards (or one and three: `compare_on`), so events raised on any
+//! core reach a subscriber on one of them. Per step, events are compared per key, in order (events of
 //! different keys raised on different cores may interleave differently).
 
 mod common;
@@ -102,8 +102,14 @@ fn by_key(events: &[(String, String)]) -> BTreeMap<String, Vec<(String, String)>
 
 /// Runs each line on both and compares the events it raised.
 fn compare(events: &str, lines: &[&str]) {
+    compare_on(2, events, lines)
+}
+
+/// `compare` against corekv with `shards` shards (the subscriber and the
+/// commands' connection land on different cores when there are several).
+fn compare_on(shards: usize, events: &str, lines: &[&str]) {
     let redis = Redis::start();
-    let corekv = Server::shards(2);
+    let corekv = Server::shards(shards);
     let (mut r, mut c) = (Side::new(redis.port, events), Side::new(corekv.port, events));
     for line in lines {
         let want = r.until_marker(line);
@@ -295,5 +301,141 @@ fn config_get_and_errors_match_redis() {
         "CONFIG GET notify-keyspace-events",
     ] {
         assert_eq!(format!("{:?}", c.cmd_str(line)), format!("{:?}", r.cmd_str(line)), "{line}");
+    }
+}
+
+/// t_stream.c's events: what each stream command raises, only when it
+/// changed something, consumers created implicitly included.
+const STREAM_STEPS: &[&str] = &[
+    "XADD st 1-1 a 1",
+    "XADD st MAXLEN 1 2-1 b 2",
+    "XADD st MAXLEN 5 3-1 c 3",
+    "XADD nost NOMKSTREAM * a 1",
+    "XADD st 3-1 c 3",
+    "XTRIM st MAXLEN 5",
+    "XTRIM st MAXLEN 1",
+    "XTRIM nost MAXLEN 1",
+    "XADD st 4-1 d 4",
+    "XDEL st 9-9",
+    "XDEL st 4-1 3-1",
+    "XSETID st 10-0",
+    "XSETID st 1-0",
+    "XGROUP CREATE st g 0",
+    "XGROUP CREATE st g 0",
+    "XGROUP CREATE st2 g $ MKSTREAM",
+    "XGROUP SETID st g 0",
+    "XGROUP CREATECONSUMER st g c1",
+    "XGROUP CREATECONSUMER st g c1",
+    "XADD st 11-0 f v",
+    "XADD st 12-0 f v",
+    "XREADGROUP GROUP g c2 COUNT 1 STREAMS st >",
+    "XREADGROUP GROUP g c2 STREAMS st >",
+    "XREADGROUP GROUP g c9 STREAMS st >",
+    "XREADGROUP GROUP g c3 STREAMS st 0",
+    "XCLAIM st g c4 0 11-0",
+    "XCLAIM st g c5 99999999 12-0",
+    "XCLAIM st g c5 0 99-0",
+    "XAUTOCLAIM st g c6 0 0",
+    "XAUTOCLAIM st g c7 99999999 0",
+    "XGROUP CREATE st2 h 0",
+    "XADD st2 1-0 f v",
+    "XREADGROUP GROUP h n1 NOACK STREAMS st2 >",
+    "XREADGROUP GROUP g n2 STREAMS st st2 > >",
+    "XACK st g 11-0",
+    "XGROUP DELCONSUMER st g c4",
+    "XGROUP DELCONSUMER st g nosuch",
+    "XGROUP DESTROY st g",
+    "XGROUP DESTROY st g",
+    "MULTI ; XADD {t}a 1-0 f v ; XGROUP CREATE {t}a g 0 ; XREADGROUP GROUP g c STREAMS {t}a > ; XDEL {t}a 1-0 ; EXEC",
+    "EVAL redis.call('xadd',KEYS[1],'1-0','f','v') redis.call('xtrim',KEYS[1],'MAXLEN',0)|1 sc",
+    "DEL st st2 {t}a sc",
+];
+
+#[test]
+fn stream_commands_raise_redis_events() {
+    for shards in [1, 3] {
+        compare_on(shards, "KEA", STREAM_STEPS);
+        compare_on(shards, "Ktn", STREAM_STEPS);
+    }
+}
+
+/// SMOVE: `srem` (and `del` for an emptied source) on the source, `sadd`
+/// on the destination only when the member was not already there.
+#[test]
+fn smove_raises_sadd_only_for_a_new_member() {
+    let steps = [
+        "SADD s a b c",
+        "SADD d a",
+        "SMOVE s d a",
+        "SMOVE s d nosuch",
+        "SMOVE s s b",
+        "SMOVE s e b",
+        "SADD d c",
+        "SMOVE s d c",
+        "SADD {t}s x y",
+        "SADD {t}d x",
+        "SMOVE {t}s {t}d x",
+        "SMOVE {t}s {t}d y",
+        "SADD s2 m",
+        "MULTI ; SMOVE s2 d m ; SADD s2 m ; SMOVE s2 d m ; EXEC",
+        "SADD s3 q",
+        "SADD s4 q",
+        "EVAL redis.call('smove',KEYS[1],KEYS[2],'q')|2 s3 s4",
+    ];
+    for shards in [1, 3] {
+        compare_on(shards, "KEAn", &steps);
+    }
+}
+
+/// A consumer XREADGROUP creates when its blocked read is served: `xadd`
+/// from the writer, then `xgroup-createconsumer` when the waiter is served.
+#[test]
+fn blocked_xreadgroup_creates_its_consumer_when_served() {
+    for shards in [1, 3] {
+        let redis = Redis::start();
+        let corekv = Server::shards(shards);
+        for (port, is_redis) in [(redis.port, true), (corekv.port, false)] {
+            let mut side = Side::new(port, "KEA");
+            side.cmd.cmd_str("XGROUP CREATE bs g $ MKSTREAM");
+            assert_eq!(side.events(2).len(), 2);
+            // The waiter on another connection (another core when there are several).
+            let mut waiter = Raw::connect(port);
+            waiter.send(&Raw::encode(&[b"XREADGROUP", b"GROUP", b"g", b"w", b"BLOCK", b"0", b"STREAMS", b"bs", b">"]));
+            std::thread::sleep(Duration::from_millis(200));
+            side.cmd.cmd_str("XADD bs 1-0 f v");
+            assert!(matches!(waiter.read(), Some(Value::Array(_))), "served");
+            let got = side.events(4);
+            let want = vec![
+                ("__keyspace@0__:bs".to_string(), "xadd".to_string()),
+                ("__keyevent@0__:xadd".to_string(), "bs".to_string()),
+                ("__keyspace@0__:bs".to_string(), "xgroup-createconsumer".to_string()),
+                ("__keyevent@0__:xgroup-createconsumer".to_string(), "bs".to_string()),
+            ];
+            assert_eq!(got, want, "redis: {is_redis}, {shards} shard(s)");
+        }
+    }
+}
+
+/// SETBIT and BITFIELD raise `setbit` only when a bit changed or the
+/// string was created or grown (bitops.c).
+#[test]
+fn bit_writes_that_change_nothing_raise_nothing() {
+    let steps = [
+        "SETBIT b 7 1",
+        "SETBIT b 7 1",
+        "SETBIT b 7 0",
+        "SETBIT b 100 0",
+        "SETBIT b 100 0",
+        "BITFIELD b SET u8 0 1",
+        "BITFIELD b SET u8 0 1 INCRBY u8 0 0",
+        "BITFIELD b GET u8 0",
+        "BITFIELD b OVERFLOW FAIL INCRBY u8 0 300",
+        "BITFIELD b SET u8 400 0",
+        "BITFIELD nb SET u8 0 0",
+        "SETBIT nb2 0 0",
+        "MULTI ; SETBIT b 7 1 ; SETBIT b 7 1 ; EXEC",
+    ];
+    for shards in [1, 3] {
+        compare_on(shards, "KEA", &steps);
     }
 }

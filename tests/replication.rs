@@ -625,3 +625,64 @@ fn replicas_attach_while_writes_span_shards() {
         assert_same_dataset(&mut p, &mut r);
     }
 }
+
+/// Two replicas asking within `repl-diskless-sync-delay` share one
+/// snapshot, as Redis's replicas share one child: one save for both, and
+/// both get every key, with writes flowing meanwhile.
+#[test]
+fn replicas_attaching_within_the_diskless_delay_share_one_snapshot() {
+    let primary = Server::start(&["--shards", "2", "--repl-diskless-sync-delay", "2"]);
+    let mut p = primary.raw();
+    fill(&mut p, 0, "s:");
+    let (a, b) = (replica_of(&primary, &[]), replica_of(&primary, &[]));
+    for round in 0..20 {
+        writes(&mut p, round);
+    }
+    let (mut ra, mut rb) = (a.raw(), b.raw());
+    until("both links", Duration::from_secs(30), || link_up(&mut ra) && link_up(&mut rb));
+    for round in 20..40 {
+        writes(&mut p, round);
+    }
+    until("offsets to agree", Duration::from_secs(10), || caught_up(&mut p, &mut ra) && caught_up(&mut p, &mut rb));
+    assert_same_dataset(&mut p, &mut ra);
+    assert_same_dataset(&mut p, &mut rb);
+    assert_eq!(field(&info(&mut p, "stats"), "sync_full").as_deref(), Some("2"));
+    let saves = primary.log.lock().unwrap().iter().filter(|l| l.contains("Starting BGSAVE for SYNC")).count();
+    assert_eq!(saves, 1, "one snapshot for both replicas");
+}
+
+/// During a full sync the stream held for the replica is its output
+/// buffer, as Redis counts it: CLIENT LIST's omem and INFO memory's
+/// mem_clients_slaves show it (within 10% of INFO replication's
+/// buffer_held), not just the socket's queue.
+#[test]
+fn a_replicas_output_buffer_during_a_sync_is_the_stream_held_for_it() {
+    let primary = Server::start(&["--shards", "2", "--rdb-key-save-delay", "3000"]);
+    let mut p = primary.raw();
+    for i in 0..1000 {
+        p.cmd(&[b"SET", format!("seed{i}").as_bytes(), b"x"]);
+    }
+    let replica = replica_of(&primary, &[]);
+    until("the sync to start", Duration::from_secs(10), || {
+        field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("1")
+    });
+    let value = vec![b'v'; 10_000];
+    for i in 0..2000 {
+        p.cmd(&[b"SET", format!("big{i}").as_bytes(), &value]);
+    }
+    let held = slave_field(&info(&mut p, "replication"), "buffer_held").unwrap_or(0.0);
+    assert!(held > 15e6, "the stream held for the replica: {held}");
+    let list = text(&p.cmd_str("CLIENT LIST TYPE replica"));
+    let omem: f64 = list.split_whitespace().find_map(|kv| kv.strip_prefix("omem=")).unwrap().parse().unwrap();
+    assert!((omem - held).abs() <= held * 0.1, "omem {omem} for {held} held: {list}");
+    let slaves: f64 = field(&info(&mut p, "memory"), "mem_clients_slaves").unwrap().parse().unwrap();
+    assert!((slaves - held).abs() <= held * 0.1, "mem_clients_slaves {slaves} for {held} held");
+    p.cmd_str("CONFIG SET rdb-key-save-delay 0");
+    let mut r = replica.raw();
+    until("the link", Duration::from_secs(60), || link_up(&mut r));
+    until("offsets to agree", Duration::from_secs(20), || caught_up(&mut p, &mut r));
+    // The gauge follows the replica's reads (and the hub's 100 ms tick).
+    until("once streamed, little is held", Duration::from_secs(5), || {
+        field(&info(&mut p, "memory"), "mem_clients_slaves").unwrap().parse::<u64>().unwrap() < 2 << 20
+    });
+}

@@ -1,9 +1,13 @@
 //! Streams on the real binary: XREAD/XREADGROUP BLOCK across cores and
-//! shards, and stream values through SAVE/restart, redis-server loading
-//! corekv's file (and the other way), DUMP/RESTORE and the AOF.
+//! shards (against redis-server: served after the whole transaction or
+//! script, XREADGROUP answered when its key or group goes), and stream
+//! values through SAVE/restart, redis-server loading corekv's file (and
+//! the other way), DUMP/RESTORE and the AOF.
 
+mod blocked_diff;
 mod common;
 
+use blocked_diff::{Case, Cmd};
 use common::{Raw, Redis, Server, TempDir};
 use proxy::resp::Value;
 use std::time::{Duration, Instant};
@@ -210,4 +214,175 @@ fn stream_writes_replay_from_the_aof() {
     drop(server);
     let server = Server::start_in(Some(&dir.0), &args);
     assert_eq!(observe(&mut server.raw()), before);
+}
+
+const STREAM: &[Cmd] = &[&["DEL", "s"], &["XADD", "s", "1-1", "f", "v"]];
+const GROUP: &[Cmd] =
+    &[&["DEL", "s", "{s}t", "t"], &["XADD", "s", "1-1", "f", "v"], &["XGROUP", "CREATE", "s", "g", "$"]];
+const XREAD: Cmd = &["XREAD", "BLOCK", "0", "STREAMS", "s", "$"];
+const XREADGROUP: Cmd = &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">"];
+const NONE: &[Cmd] = &[];
+
+/// Blocked XREAD/XREADGROUP, as Redis 7.0 serves them: after the whole
+/// transaction or script (an entry added and the key deleted inside one
+/// wakes nobody; one added and XDELed answers an empty entry list, as the
+/// stream's last ID moved), after each command of a pipeline; and an
+/// XREADGROUP whose key is deleted, overwritten, flushed or renamed, or
+/// whose group is destroyed, is answered an error instead of waiting for
+/// ever. `s` and `t` live on different shards of three.
+#[test]
+fn blocked_stream_reads_are_served_as_redis_serves_them() {
+    blocked_diff::check(&[
+        Case {
+            name: "XREAD, MULTI XADD DEL EXEC",
+            setup: STREAM,
+            block: XREAD,
+            steps: &[
+                &["MULTI"],
+                &["XADD", "s", "2-1", "f", "old"],
+                &["DEL", "s"],
+                &["EXEC"],
+                &["XADD", "s", "3-1", "f", "new"],
+            ],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREAD, MULTI XADD DEL LPUSH EXEC",
+            setup: STREAM,
+            block: XREAD,
+            steps: &[
+                &["MULTI"],
+                &["XADD", "s", "2-1", "f", "old"],
+                &["DEL", "s"],
+                &["LPUSH", "s", "foo", "bar"],
+                &["EXEC"],
+                &["DEL", "s"],
+                &["XADD", "s", "3-1", "f", "new"],
+            ],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREAD, MULTI XADD XDEL EXEC",
+            setup: STREAM,
+            block: XREAD,
+            steps: &[&["MULTI"], &["XADD", "s", "2-1", "f", "old"], &["XDEL", "s", "2-1"], &["EXEC"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREAD, pipelined XADD XDEL (each a whole command)",
+            setup: STREAM,
+            block: XREAD,
+            steps: &[&["XADD", "s", "2-1", "f", "v"], &["XDEL", "s", "2-1"]],
+            pipelined: true,
+            then: NONE,
+        },
+        Case {
+            name: "XREAD, EVAL XADD DEL",
+            setup: STREAM,
+            block: XREAD,
+            steps: &[
+                &["EVAL", "redis.call('XADD', KEYS[1], '2-1', 'f', 'old') redis.call('DEL', KEYS[1])", "1", "s"],
+                &["XADD", "s", "3-1", "f", "new"],
+            ],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, MULTI XADD XDEL EXEC",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["MULTI"], &["XADD", "s", "2-1", "f", "old"], &["XDEL", "s", "2-1"], &["EXEC"]],
+            pipelined: false,
+            then: &[&["XPENDING", "s", "g"]],
+        },
+        Case {
+            name: "XREADGROUP, DEL",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["DEL", "s"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, SET (type change)",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["SET", "s", "val1"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, MULTI DEL SADD EXEC",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["MULTI"], &["DEL", "s"], &["SADD", "s", "e1"], &["EXEC"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, FLUSHALL",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["FLUSHALL"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, FLUSHDB",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["FLUSHDB"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, XGROUP DESTROY",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["XGROUP", "DESTROY", "s", "g"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, RENAME within the slot",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["RENAME", "s", "{s}t"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, RENAME to another shard",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["RENAME", "s", "t"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP over two shards, one key deleted",
+            setup: &[
+                &["DEL", "s", "t"],
+                &["XADD", "s", "1-1", "f", "v"],
+                &["XADD", "t", "1-1", "f", "v"],
+                &["XGROUP", "CREATE", "s", "g", "$"],
+                &["XGROUP", "CREATE", "t", "g", "$"],
+            ],
+            block: &["XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", "t", ">", ">"],
+            steps: &[&["DEL", "t"]],
+            pipelined: false,
+            then: NONE,
+        },
+        Case {
+            name: "XREADGROUP, EVAL XADD DEL",
+            setup: GROUP,
+            block: XREADGROUP,
+            steps: &[&["EVAL", "redis.call('XADD', KEYS[1], '2-1', 'f', 'v') redis.call('DEL', KEYS[1])", "1", "s"]],
+            pipelined: false,
+            then: NONE,
+        },
+    ]);
 }

@@ -168,6 +168,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         conn.run(&mut stream).await;
         Box::pin(transactions::forget_watches(&mut conn)).await;
         Box::pin(crate::commands::leave_push_modes(&mut conn)).await;
+        // CLIENT TRACKING: clients redirecting here learn it is gone.
+        crate::tracking::closed(&core, id);
         pubsub::forget(&mut conn);
         core.clients.borrow_mut().list.remove(registry_key);
     }
@@ -294,6 +296,13 @@ impl Connection {
                                 break;
                             }
                         }
+                        if self.state.tracking {
+                            // Invalidations its own command raised follow
+                            // its reply, ahead of the next one's (Redis's
+                            // pending keys).
+                            self.pipeline.command_end();
+                            self.take_pushes_now();
+                        }
                         self.state.reply.command_done();
                         if self.state.close || self.state.sync.is_some() {
                             break;
@@ -397,6 +406,16 @@ impl Connection {
         if let Some(queue) = self.state.push.clone() {
             if !queue.is_empty() {
                 self.pipeline.local(|out| queue.take_into(out));
+            }
+        }
+    }
+
+    /// Moves waiting pushes into the output now, even under CLIENT REPLY
+    /// OFF (pushes are never silenced).
+    pub(crate) fn take_pushes_now(&mut self) {
+        if let Some(queue) = self.state.push.clone() {
+            if !queue.is_empty() {
+                self.pipeline.push_local(|out| queue.take_into(out));
             }
         }
     }
@@ -505,8 +524,14 @@ impl Connection {
     async fn become_replica_link(&mut self, stream: &mut ClientStream, request: SyncRequest, input: Vec<u8>) {
         // CLIENT LIST shows it (flags=S cmd=psync) from here on.
         self.update_registry(0, 0);
+        // Its output buffer is what the shared stream holds for it (on
+        // core 0) beyond what its socket queues, as Redis counts a replica's.
+        let held = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
             c.replica = true;
+            let (socket, gauge) = (c.output.take(), held.clone());
+            let stream = move || gauge.load(std::sync::atomic::Ordering::Relaxed) as usize;
+            c.output = Some(Box::new(move || socket.as_ref().map_or(0, |queued| queued()) + stream()));
         }
         let peer = Peer {
             id: self.state.id,
@@ -516,6 +541,7 @@ impl Connection {
                 Err(_) => "?".into(),
             }),
             hello: self.state.repl_hello.clone(),
+            held,
         };
         serve_replica(&self.core, stream, peer, request, input).await
     }

@@ -22,7 +22,7 @@ use shard::{CommandSpec, Shard};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -38,6 +38,10 @@ pub struct MemoryInfo {
 /// (never a request), so sharing it costs the data path nothing.
 pub struct Process {
     pub shutdown: AtomicBool,
+    /// Bytes the replication stream holds beyond `repl-backlog-size` for
+    /// connected replicas (INFO memory's mem_clients_slaves, as Redis 7.0
+    /// counts its shared replication buffer), written by core 0.
+    pub replicas_held: AtomicU64,
     /// SIGHUP asked for the topology file to be read again.
     pub reload_requested: AtomicBool,
     /// Open client connections on all cores, for `maxclients`.
@@ -225,6 +229,10 @@ pub struct Core {
     pub monitors: RefCell<Vec<u64>>,
     /// CLIENT PAUSE, the same on every core.
     pub pause: crate::pause::Pause,
+    /// Serves this core's connections from inside a long synchronous run
+    /// (a busy script): the client ring's, set by the server; none on
+    /// glommio's reactor.
+    pub while_blocked: RefCell<Option<Box<dyn Fn()>>>,
 }
 
 impl Core {
@@ -242,6 +250,7 @@ impl Core {
             acl,
             monitors: Default::default(),
             pause: Default::default(),
+            while_blocked: Default::default(),
             blocked: Default::default(),
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),
@@ -300,6 +309,18 @@ impl Core {
         let n = self.waiter_seq.get() + 1;
         self.waiter_seq.set(n);
         (n << 10) | self.index as u64
+    }
+
+    /// Serves this core's connections while a script runs past the busy
+    /// threshold (`while_blocked`): they get BUSY, or what Redis allows
+    /// then (SCRIPT KILL, SHUTDOWN NOSAVE...). Taken out meanwhile, so a
+    /// nested call does nothing.
+    pub fn serve_while_blocked(&self) {
+        let Some(serve) = self.while_blocked.take() else { return };
+        // The turn's cached clock may be old: the script has run for a while.
+        self.turn_clock.turn(false);
+        serve();
+        *self.while_blocked.borrow_mut() = Some(serve);
     }
 
     pub fn config(&self) -> std::cell::Ref<'_, shard::Config> {

@@ -1,6 +1,7 @@
 //! Running commands on this core's shard: one from a local connection, or
-//! a batch another core sent; either way the waiters of keys it made ready
-//! are served right after.
+//! a batch another core sent; either way the waiters of keys each command
+//! made ready are served right after it (unless a transaction or a script
+//! running here holds serving back until it ends).
 
 use crate::coordinator::locks::blocked;
 use crate::core::Core;
@@ -31,10 +32,32 @@ impl Core {
     ) {
         let line =
             if self.monitored() { crate::monitor::line(spec, db, crate::monitor::Origin::Lua, &args) } else { None };
+        self.shard.borrow_mut().scripted = true;
         self.execute_local(caller, spec, db, resp3, now, args, out);
+        self.shard.borrow_mut().scripted = false;
         if let Some(line) = line {
             self.feed_monitors(&line);
         }
+    }
+
+    /// maxmemory's eviction ahead of a write of `caller`'s, run apart so
+    /// that the invalidations it raises for `caller` itself reach its push
+    /// queue before the command's reply is written (Redis sends them at
+    /// once, ahead of it). True when some did.
+    pub fn evict_before(&self, caller: Caller, spec: &CommandSpec, now: u64) -> bool {
+        let mut shard = self.shard.borrow_mut();
+        if shard.config.maxmemory == 0 || !spec.has_flag(WRITE) || !self.locks.borrow().is_idle() {
+            return false;
+        }
+        shard.caller = caller;
+        shard.make_room(now);
+        shard.caller = Caller::default();
+        let invalidated = shard.tracking.as_ref().is_some_and(|t| t.pending());
+        drop(shard);
+        if invalidated {
+            self.send_invalidations();
+        }
+        invalidated
     }
 
     /// Runs one command on this core's shard for `caller` (CLIENT
@@ -61,7 +84,7 @@ impl Core {
         execute(spec, &mut shard, &mut ctx, args);
         let (ready, notified) = (!shard.ready.is_empty(), shard.notify_mask != 0);
         shard.caller = Caller::default();
-        let invalidated = shard.tracking.as_ref().is_some_and(|t| !t.out.is_empty());
+        let invalidated = shard.tracking.as_ref().is_some_and(|t| t.pending());
         drop(shard);
         if invalidated {
             self.send_invalidations();
@@ -86,9 +109,12 @@ impl Core {
             shard.stats.remote_batches += 1;
         }
         let now = shard::unix_ms();
-        if shard.config.maxmemory != 0 && locks.is_idle() && batch.ops.iter().any(|op| op.spec.has_flag(WRITE)) {
-            shard.make_room(now);
-        }
+        // maxmemory: evict before each write (Redis: before each command).
+        let evicting = shard.config.maxmemory != 0 && locks.is_idle();
+        // CLIENT TRACKING: what the ops raise for the sender's core goes
+        // back with the reply (`tracking.rs`).
+        let tracking_mark = crate::tracking::mark(self);
+        let mut own = Vec::new();
         let mut done = true;
         let capped = batch.unit.is_none();
         let ran_from = reply.next_op();
@@ -117,10 +143,17 @@ impl Core {
                 continue;
             }
             let from = reply.data.len();
-            let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
             shard.caller = op.caller;
+            let raised = shard.tracking.as_ref().map_or(0, |t| t.out.len());
+            if evicting && op.spec.has_flag(WRITE) {
+                shard.make_room(now);
+            }
+            let mut ctx = Ctx { db: op.db as usize, now, reply: Reply::new(&mut reply.data, op.resp3) };
             execute(op.spec, &mut shard, &mut ctx, args);
             reply.ends.push(reply.data.len() as u32);
+            if let Some(t) = shard.tracking.as_mut() {
+                own.extend(t.take_own(raised, op.caller.id()).into_iter().map(|inv| (at as u32, inv)));
+            }
             let end = Instant::now();
             let usec = end.duration_since(clock).as_micros() as u64;
             let s = &mut *shard;
@@ -132,10 +165,19 @@ impl Core {
                 reply.slow.push(Entry::new(args.len(), args.iter(), &redacted, usec, end));
             }
             clock = end;
+            // Redis serves blocked clients after each command of a
+            // pipeline, not once after the batch: a push then a DEL in one
+            // batch still hands the push to a waiter.
+            if !shard.ready.is_empty() {
+                shard.caller = Caller::default();
+                drop(shard);
+                self.serve_ready();
+                shard = self.shard.borrow_mut();
+            }
         }
         let notified = shard.notify_mask != 0;
         shard.caller = Caller::default();
-        let invalidated = shard.tracking.as_ref().is_some_and(|t| !t.out.is_empty());
+        let invalidated = shard.tracking.as_ref().is_some_and(|t| t.pending());
         drop((shard, locks));
         // MONITOR: the lines of what ran, in the order it ran.
         if self.monitored() {
@@ -147,6 +189,12 @@ impl Core {
         }
         if invalidated {
             self.send_invalidations();
+        }
+        let changed = crate::tracking::take_changed(self, tracking_mark);
+        if !changed.is_empty() || !own.is_empty() {
+            let back = reply.tracking.get_or_insert_with(Default::default);
+            back.changed.extend(changed);
+            back.own.extend(own);
         }
         self.serve_ready();
         if notified {

@@ -113,6 +113,9 @@ pub struct BatchReply {
     /// Slow-log entries of its ops, for the sender to complete with its
     /// client's address and name.
     pub slow: Vec<shard::observe::slowlog::Entry>,
+    /// CLIENT TRACKING: what its ops raised for the sender's core (the
+    /// sender's own invalidations, BCAST keys changed).
+    pub tracking: Option<Box<crate::tracking::Returned>>,
 }
 
 impl BatchReply {
@@ -124,6 +127,7 @@ impl BatchReply {
             first: batch.first,
             rest: None,
             slow: Vec::new(),
+            tracking: None,
         }
     }
 

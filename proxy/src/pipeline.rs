@@ -30,6 +30,8 @@ enum Part {
         pieces: (u32, u32),
         keys: (u32, u32),
     },
+    /// A command's end: its own invalidations from other cores follow it.
+    CommandEnd,
 }
 
 pub struct Pipeline {
@@ -72,6 +74,12 @@ pub struct Pipeline {
     silent: bool,
     /// While parts are moved into `out`: the last `Part::Mute` seen.
     muted: bool,
+    /// CLIENT TRACKING: this connection's own invalidations that came back
+    /// with remote replies, by (shard, op), until their reply is placed...
+    own: Vec<(u16, u32, shard::tracking::Invalidation)>,
+    /// ...and then their pushes, due after the command's reply (Redis's
+    /// pending keys, sent once the command is done).
+    own_due: Vec<u8>,
 }
 
 const SHARD_LOST: &[u8] = b"-ERR shard unavailable (server shutting down)\r\n";
@@ -100,6 +108,18 @@ impl Pipeline {
             slow: Vec::new(),
             silent: false,
             muted: false,
+            own: Vec::new(),
+            own_due: Vec::new(),
+        }
+    }
+
+    /// A tracking connection's command is done: its own invalidations that
+    /// ran elsewhere follow its reply (once that is in).
+    pub fn command_end(&mut self) {
+        if self.parts_from.is_some() {
+            self.parts.push(Part::CommandEnd);
+        } else if !self.own_due.is_empty() {
+            self.out.append(&mut self.own_due);
         }
     }
 
@@ -270,6 +290,8 @@ impl Pipeline {
             return false;
         };
         let first_round = self.replies.is_empty();
+        // BCAST changes the replies bring are sent with this core's pass.
+        let _hold = crate::tracking::hold(core);
         let mut tickets = Vec::new();
         for shard in 0..self.outgoing.len() {
             let batch = if first_round {
@@ -302,6 +324,11 @@ impl Pipeline {
                 Response::Batch(mut r) => {
                     self.rests[shard] = r.rest.take();
                     self.slow.append(&mut r.slow);
+                    if let Some(back) = r.tracking.take() {
+                        let crate::tracking::Returned { changed, own } = *back;
+                        self.own.extend(own.into_iter().map(|(op, inv)| (shard as u16, op, inv)));
+                        crate::tracking::returned(core, crate::tracking::Returned { changed, own: Vec::new() }.boxed());
+                    }
                     Some(r)
                 }
                 _ => None,
@@ -328,13 +355,23 @@ impl Pipeline {
                     self.stalled.push(s);
                     return true;
                 }
-                Part::One(_) if self.muted => {}
-                Part::One(p) => self.out.extend_from_slice(resolve(p)),
+                Part::One(p) => {
+                    if !self.own.is_empty() {
+                        own_around(core, &mut self.own, &mut self.out, &mut self.own_due, &[(0, p)]);
+                    }
+                    if !self.muted {
+                        self.out.extend_from_slice(resolve(p));
+                    }
+                }
+                Part::CommandEnd => self.out.append(&mut self.own_due),
                 Part::Merge { merge, pieces, keys } => {
                     let pieces = &self.pieces[pieces.0 as usize..pieces.1 as usize];
                     if pieces.iter().any(|&(_, p)| later(p)) {
                         self.stalled.extend(pieces.iter().filter(|&&(_, p)| later(p)).map(|&(s, _)| s));
                         return true;
+                    }
+                    if !self.own.is_empty() {
+                        own_around(core, &mut self.own, &mut self.out, &mut self.own_due, pieces);
                     }
                     if !self.muted {
                         let bytes: Vec<(u16, &[u8])> = pieces.iter().map(|&(s, p)| (s, resolve(p))).collect();
@@ -367,6 +404,29 @@ impl Pipeline {
     pub fn held_bytes(&self) -> usize {
         self.out.len() + self.held.len() + self.replies.iter().flatten().map(|r| r.data.len()).sum::<usize>()
     }
+}
+
+/// CLIENT TRACKING: the own invalidations of a command's remote `pieces`
+/// (as they came back with their replies) as Redis orders them around its
+/// reply: the eviction's ahead of it, into `out` now; the command's own
+/// after it, into `due` (written at the command's end).
+fn own_around(
+    core: &Rc<Core>,
+    own: &mut Vec<(u16, u32, shard::tracking::Invalidation)>,
+    out: &mut Vec<u8>,
+    due: &mut Vec<u8>,
+    pieces: &[(u16, Piece)],
+) {
+    let mine =
+        |s: u16, op: u32| pieces.iter().any(|&(_, p)| matches!(p, Piece::Remote(ps, pop) if ps == s && pop == op));
+    if !own.iter().any(|(s, op, _)| mine(*s, *op)) {
+        return;
+    }
+    let (these, rest): (Vec<_>, Vec<_>) = std::mem::take(own).into_iter().partition(|(s, op, _)| mine(*s, *op));
+    *own = rest;
+    let (before, after): (Vec<_>, Vec<_>) = these.into_iter().map(|(_, _, inv)| inv).partition(|inv| inv.before);
+    out.extend(crate::tracking::own_pushes(core, before));
+    due.extend(crate::tracking::own_pushes(core, after));
 }
 
 /// Splits `*N\r\n` off an array reply: (N, body).

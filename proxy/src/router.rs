@@ -337,7 +337,9 @@ impl Connection {
             }
             return None;
         }
-        if let Some(busy) = self.busy_refusal(spec).filter(|_| !self.state.master) {
+        // EXEC's commands run whatever happens meanwhile (Redis runs them
+        // without processCommand's checks): none is refused halfway.
+        if let Some(busy) = self.busy_refusal(spec).filter(|_| !self.state.master && !self.state.in_exec) {
             self.reject(busy);
             return None;
         }

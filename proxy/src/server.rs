@@ -150,7 +150,7 @@ async fn cron(core: Rc<Core>) {
         core.shard.borrow_mut().active_expire(shard::unix_ms());
         memory_cron(&core);
         // Keys expired or evicted above: their tracking readers hear.
-        if core.shard.borrow().tracking.as_ref().is_some_and(|t| !t.out.is_empty()) {
+        if core.shard.borrow().tracking.as_ref().is_some_and(|t| t.pending()) {
             core.send_invalidations();
         }
         let commands = core.stats.commands.get();
@@ -414,6 +414,12 @@ async fn run_ring(
     ring.on_turn(move |busy| clocked.turn_clock.turn(busy));
     let looking = core.clone();
     ring.on_input(move |inputs| crate::prefetch::received(&looking, inputs));
+    let serving = Rc::downgrade(&ring);
+    *core.while_blocked.borrow_mut() = Some(Box::new(move || {
+        if let Some(ring) = serving.upgrade() {
+            ring.serve_while_blocked();
+        }
+    }));
     let driver = glommio::spawn_local(ring.clone().drive()).detach();
     listening();
     cron(core.clone()).await;
@@ -428,6 +434,7 @@ async fn run_ring(
     if !reaped {
         log::warning(&format!("client ring: {} connection(s) still open at exit", ring.connections()));
     }
+    core.while_blocked.take();
     ring.on_accept(|_, _| {});
     ring.on_turn(|_| {});
     ring.on_input(|_| {});

@@ -235,6 +235,9 @@ impl Connection {
         if let Some(q) = &mut self.state.multi {
             q.failed = true;
         }
+        if self.state.tracking {
+            crate::commands::tracking::rejected(self);
+        }
         self.error(msg);
     }
 
@@ -301,6 +304,12 @@ impl Connection {
     pub fn run_local(&mut self, spec: &'static CommandSpec, args: Args) {
         let (core, db, resp3, now, caller) =
             (&self.core, self.state.db, self.state.resp3, self.now, self.pipeline.caller);
+        // CLIENT TRACKING: what the eviction ahead of it invalidates for
+        // this client goes ahead of its reply.
+        if self.state.tracking && core.evict_before(caller, spec, now) {
+            self.take_pushes_now();
+        }
+        let core = &self.core;
         self.pipeline.local(|out| core.execute_local(caller, spec, db, resp3, now, args, out));
         if let Some(line) = self.pipeline.monitor_line.take() {
             self.core.feed_monitors(&line);

@@ -282,9 +282,11 @@ impl Shard {
             }
             self.eviction.evicted_keys += 1;
             self.notify(crate::notify::EVICTED, "evicted", db, key);
-            // Redis's performEvictions signals the key as modified.
+            // Redis's performEvictions signals the key as modified, ahead
+            // of the command it makes room for.
+            let current = self.caller.id();
             if let Some(table) = &mut self.tracking {
-                table.invalidate(key, 0);
+                table.evicted(key, current);
             }
         }
     }

@@ -221,11 +221,13 @@ impl Shard {
             return;
         }
         let classes = self.notify_mask;
+        // The command that found them expired is the current client's.
+        let current = self.caller.id();
         for (i, db) in self.dbs.iter_mut().enumerate() {
             for (event, key) in db.notes.pending.drain(..) {
                 if event == "expired" {
                     if let Some(table) = &mut self.tracking {
-                        table.invalidate(&key, 0);
+                        table.expired(&key, current);
                     }
                 }
                 let class = if event == "new" { NEW } else { EXPIRED };

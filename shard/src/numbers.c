@@ -128,13 +128,15 @@ int corekv_sort_strtod(const char *s, size_t len, double *out) {
     return ok;
 }
 
-/* Redis 7.0's blocking timeout: seconds as long double, times 1000, cast to
- * long long. Returns 1 and sets *ms (LLONG_MIN when out of long long's
- * range, as the x86 conversion gives), 0 when not a float. */
+/* Redis 7.0's blocking timeout: seconds as long double, times 1000, rounded
+ * up (ceill: 0.001 is 1 ms even where it parses a hair below, and any
+ * positive timeout waits at least 1 ms, never for ever), cast to long long.
+ * Returns 1 and sets *ms (LLONG_MIN when out of long long's range, as the
+ * x86 conversion gives), 0 when not a float. */
 int corekv_timeout_ms(const char *s, size_t len, long long *ms) {
     long double v;
     if (!parse_long_double(s, len, &v)) return 0;
-    v *= 1000.0L;
+    v = ceill(v * 1000.0L);
     if (!(v < 9223372036854775808.0L) || !(v > -9223372036854775808.0L)) {
         *ms = (-9223372036854775807LL - 1);
     } else {

@@ -54,6 +54,9 @@ pub struct Shard {
     /// Keys whose time ran out are swept in the background (DEBUG
     /// SET-ACTIVE-EXPIRE 0 leaves them until they are accessed).
     pub active_expire_enabled: bool,
+    /// The running command comes from a script (Redis's CLIENT_SCRIPT: SORT
+    /// makes its output deterministic there); set around it by the proxy.
+    pub scripted: bool,
 }
 
 impl Shard {
@@ -79,6 +82,7 @@ impl Shard {
             caller: Default::default(),
             observe: Default::default(),
             active_expire_enabled: true,
+            scripted: false,
         };
         shard.apply_config();
         shard

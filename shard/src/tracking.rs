@@ -30,16 +30,26 @@ impl Caller {
     }
 }
 
-/// What a client is told: a key it read (or one under its BCAST prefix)
-/// changed, or (`key: None`) the keyspace was flushed.
+/// What a client is told: a key it read changed, or (`key: None`) the
+/// keyspace was flushed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Invalidation {
     pub client: u64,
     pub key: Option<Vec<u8>>,
-    /// The client whose write caused it (NOLOOP), 0 for none.
-    pub writer: u64,
-    /// Matched a BCAST prefix (sent in one array per delivery).
-    pub bcast: bool,
+    /// The client whose command was running (Redis's `current_client`),
+    /// 0 for none: NOLOOP skips what a client's own command invalidates
+    /// for it, and Redis sends that after the command's reply.
+    pub current: u64,
+    /// Raised by the eviction ahead of `current`'s command: Redis sends it
+    /// at once, ahead of that command's reply.
+    pub before: bool,
+}
+
+impl Invalidation {
+    /// Raised by the command of the client it is for.
+    pub fn own(&self) -> bool {
+        self.current != 0 && self.client == self.current
+    }
 }
 
 #[derive(Default)]
@@ -51,6 +61,11 @@ pub struct TrackingTable {
     prefixes: Vec<(Vec<u8>, Vec<u64>)>,
     /// Invalidations not yet handed to the proxy.
     pub out: Vec<Invalidation>,
+    /// Keys changed under some BCAST prefix, each with the client that
+    /// changed it (0 for expiry and eviction; NOLOOP), in order: the proxy
+    /// sends them once per pass, per prefix (Redis's bcastState keys,
+    /// broadcast from beforeSleep).
+    pub changed: Vec<(Vec<u8>, u64)>,
     /// Rounds the key limit stayed exceeded (Redis's effort grows with it).
     over_limit_rounds: u32,
 }
@@ -80,22 +95,63 @@ impl TrackingTable {
         }
     }
 
-    /// `key` changed (by `writer`): every client that read it is told once
-    /// and forgotten; BCAST clients of a matching prefix are told too.
+    /// Invalidations or BCAST changes wait for the proxy.
+    pub fn pending(&self) -> bool {
+        !self.out.is_empty() || !self.changed.is_empty()
+    }
+
+    /// `key` changed by client `writer`'s command (Redis's
+    /// signalModifiedKey): every client that read it is told once and
+    /// forgotten; a key under some BCAST prefix waits in `changed`.
     pub fn invalidate(&mut self, key: &[u8], writer: u64) {
+        self.modified(key, writer, writer, false);
+    }
+
+    /// `key` expired while client `current`'s command ran (0: the cron).
+    /// Redis signals it with no client: BCAST's NOLOOP does not skip it.
+    pub fn expired(&mut self, key: &[u8], current: u64) {
+        self.modified(key, 0, current, false);
+    }
+
+    /// `key` evicted to make room for client `current`'s command (0: the
+    /// cron): its readers hear before that command's reply.
+    pub fn evicted(&mut self, key: &[u8], current: u64) {
+        self.modified(key, 0, current, current != 0);
+    }
+
+    fn modified(&mut self, key: &[u8], writer: u64, current: u64, before: bool) {
+        if self.prefixes.iter().any(|(prefix, _)| key.starts_with(prefix)) {
+            self.changed.push((key.to_vec(), writer));
+        }
+        self.tell_readers(key, current, before);
+    }
+
+    /// Tells (and forgets) the clients that read `key`.
+    fn tell_readers(&mut self, key: &[u8], current: u64, before: bool) {
         if let Some(ids) = self.keys.remove(key) {
             self.items -= ids.len() as u64;
             for client in ids {
-                self.out.push(Invalidation { client, key: Some(key.to_vec()), writer, bcast: false });
+                self.out.push(Invalidation { client, key: Some(key.to_vec()), current, before });
             }
         }
-        for (prefix, clients) in &self.prefixes {
-            if key.starts_with(prefix) {
-                for &client in clients {
-                    self.out.push(Invalidation { client, key: Some(key.to_vec()), writer, bcast: true });
-                }
-            }
+    }
+
+    /// The own invalidations (`Invalidation::own`) of client `current`
+    /// among `out[from..]`, taken out in order (the proxy places them among
+    /// that client's replies).
+    pub fn take_own(&mut self, from: usize, current: u64) -> Vec<Invalidation> {
+        if current == 0 || from >= self.out.len() || !self.out[from..].iter().any(|i| i.current == current && i.own()) {
+            return Vec::new();
         }
+        let rest = self.out.split_off(from);
+        let (own, others): (Vec<_>, Vec<_>) = rest.into_iter().partition(|i| i.current == current && i.own());
+        self.out.extend(others);
+        own
+    }
+
+    /// BCAST: the prefixes and their clients, in Redis's (sorted) order.
+    pub fn prefix_clients(&self) -> impl Iterator<Item = (&[u8], &[u64])> {
+        self.prefixes.iter().map(|(p, c)| (p.as_slice(), c.as_slice()))
     }
 
     /// FLUSHALL / FLUSHDB: Redis forgets every tracked key (the null
@@ -111,7 +167,10 @@ impl TrackingTable {
             match self.prefixes.iter_mut().find(|(q, _)| q == p) {
                 Some((_, clients)) if clients.contains(&who) => {}
                 Some((_, clients)) => clients.push(who),
-                None => self.prefixes.push((p.clone(), vec![who])),
+                None => {
+                    let at = self.prefixes.partition_point(|(q, _)| q < p);
+                    self.prefixes.insert(at, (p.clone(), vec![who]));
+                }
             }
         }
     }
@@ -129,7 +188,7 @@ impl TrackingTable {
     /// tracking-table-max-keys (Redis's trackingLimitUsedSlots): over the
     /// limit, keys are invalidated (their readers told) until under it,
     /// with an effort of 100 keys per round it stayed over.
-    pub fn limit_keys(&mut self, max: usize) {
+    pub fn limit_keys(&mut self, max: usize, current: u64) {
         if max == 0 || self.keys.len() <= max {
             self.over_limit_rounds = 0;
             return;
@@ -137,23 +196,13 @@ impl TrackingTable {
         let effort = 100 * (self.over_limit_rounds as usize + 1);
         let victims: Vec<Vec<u8>> = self.keys.keys().take(effort.min(self.keys.len() - max)).cloned().collect();
         for key in victims {
-            self.invalidate_tracked_only(&key);
+            // Only its readers hear: the key itself did not change.
+            self.tell_readers(&key, current, false);
         }
         if self.keys.len() > max {
             self.over_limit_rounds += 1;
         } else {
             self.over_limit_rounds = 0;
-        }
-    }
-
-    /// An eviction from the table: only its readers hear (no writer, no
-    /// BCAST prefix: the key itself did not change).
-    fn invalidate_tracked_only(&mut self, key: &[u8]) {
-        if let Some(ids) = self.keys.remove(key) {
-            self.items -= ids.len() as u64;
-            for client in ids {
-                self.out.push(Invalidation { client, key: Some(key.to_vec()), writer: 0, bcast: false });
-            }
         }
     }
 }
@@ -184,7 +233,7 @@ impl crate::shard::Shard {
         let max = self.tracking_max_keys();
         let table = self.tracking_table();
         table.remember(key, who);
-        table.limit_keys(max);
+        table.limit_keys(max, who);
     }
 }
 
@@ -206,7 +255,7 @@ pub fn after_command(
                 table.flush();
                 // Every shard flushes; the first one announces it.
                 if shard_index == 0 {
-                    table.out.push(Invalidation { client: 0, key: None, writer: caller.id(), bcast: false });
+                    table.out.push(Invalidation { client: 0, key: None, current: caller.id(), before: false });
                 }
             }
             return;
@@ -223,7 +272,7 @@ pub fn after_command(
         for i in spec.key_indexes(args) {
             table.remember(args.get(i), caller.id());
         }
-        table.limit_keys(max_keys);
+        table.limit_keys(max_keys, caller.id());
     }
 }
 
@@ -231,8 +280,8 @@ pub fn after_command(
 mod tests {
     use super::*;
 
-    fn keys(out: &[Invalidation]) -> Vec<(u64, Option<&[u8]>, bool)> {
-        out.iter().map(|i| (i.client, i.key.as_deref(), i.bcast)).collect()
+    fn keys(out: &[Invalidation]) -> Vec<(u64, Option<&[u8]>)> {
+        out.iter().map(|i| (i.client, i.key.as_deref())).collect()
     }
 
     #[test]
@@ -243,29 +292,52 @@ mod tests {
         t.remember(b"a", 2);
         t.remember(b"b", 3);
         assert_eq!((t.keys(), t.items()), (2, 3));
-        t.invalidate(b"a", 9);
-        assert_eq!(keys(&t.out), vec![(1, Some(&b"a"[..]), false), (2, Some(&b"a"[..]), false)]);
-        assert_eq!(t.out[0].writer, 9);
+        t.invalidate(b"a", 2);
+        assert_eq!(keys(&t.out), vec![(1, Some(&b"a"[..])), (2, Some(&b"a"[..]))]);
+        assert_eq!(t.out.iter().map(Invalidation::own).collect::<Vec<_>>(), vec![false, true]);
         t.out.clear();
         t.invalidate(b"a", 9);
         assert!(t.out.is_empty());
         assert_eq!((t.keys(), t.items()), (1, 1));
+        assert!(t.changed.is_empty(), "no BCAST prefix");
     }
 
     #[test]
-    fn bcast_prefixes_match_every_change() {
+    fn bcast_changes_wait_with_their_writer() {
         let mut t = TrackingTable::default();
         t.add_prefixes(5, &[b"user:".to_vec(), b"".to_vec()]);
         t.add_prefixes(6, &[b"user:".to_vec()]);
         assert_eq!(t.prefixes(), 2);
-        t.invalidate(b"user:1", 0);
-        assert_eq!(t.out.len(), 3);
-        t.out.clear();
-        t.invalidate(b"item", 0);
-        assert_eq!(keys(&t.out), vec![(5, Some(&b"item"[..]), true)]);
+        assert_eq!(t.prefix_clients().map(|(p, _)| p).collect::<Vec<_>>(), vec![&b""[..], &b"user:"[..]]);
+        t.invalidate(b"user:1", 6);
+        t.expired(b"item", 6);
+        t.invalidate(b"user:1", 5);
+        assert_eq!(t.changed, vec![(b"user:1".to_vec(), 6), (b"item".to_vec(), 0), (b"user:1".to_vec(), 5)]);
+        assert!(t.out.is_empty() && t.pending());
         t.remove_client(5);
         t.remove_client(6);
         assert_eq!(t.prefixes(), 0);
+    }
+
+    #[test]
+    fn own_invalidations_are_taken_out_in_order() {
+        let mut t = TrackingTable::default();
+        for k in [b"a", b"b", b"c"] {
+            t.remember(k, 1);
+            t.remember(k, 2);
+        }
+        t.invalidate(b"a", 1);
+        let from = t.out.len();
+        t.evicted(b"b", 1);
+        t.invalidate(b"c", 1);
+        let own = t.take_own(from, 1);
+        assert_eq!(keys(&own), vec![(1, Some(&b"b"[..])), (1, Some(&b"c"[..]))]);
+        assert_eq!(own.iter().map(|i| i.before).collect::<Vec<_>>(), vec![true, false]);
+        assert_eq!(
+            keys(&t.out),
+            vec![(1, Some(&b"a"[..])), (2, Some(&b"a"[..])), (2, Some(&b"b"[..])), (2, Some(&b"c"[..]))]
+        );
+        assert!(t.take_own(0, 0).is_empty());
     }
 
     #[test]
@@ -274,10 +346,10 @@ mod tests {
         for i in 0..10u8 {
             t.remember(&[i], 1);
         }
-        t.limit_keys(4);
+        t.limit_keys(4, 0);
         assert_eq!(t.keys(), 4);
         assert_eq!(t.out.len(), 6);
-        assert!(t.out.iter().all(|i| i.writer == 0 && !i.bcast));
+        assert!(t.out.iter().all(|i| i.current == 0 && !i.before));
         t.flush();
         assert_eq!((t.keys(), t.items()), (0, 0));
     }

@@ -68,6 +68,11 @@ impl Server {
         if !args.iter().any(|a| *a == "--save" || *a == "--dir") {
             cmd.args(["--save", ""]);
         }
+        // A full resync starts at once (redis-server's test suite does the
+        // same), unless a test is about the wait.
+        if !args.contains(&"--repl-diskless-sync-delay") {
+            cmd.args(["--repl-diskless-sync-delay", "0"]);
+        }
         cmd.args(args);
         // COREKV_TEST_ARGS (e.g. "--client-ring no") runs the whole suite
         // against another configuration.

@@ -76,8 +76,13 @@ async fn try_once(conn: &Connection, shard: usize, retry: &Retry, key: Vec<u8>) 
         let to = End { key: dst.clone(), shard: *dst_shard, head: *to_head };
         return move_as_unit(conn, retry, from, to).await;
     }
-    let (db, resp3, op) = (retry.db, retry.resp3, retry.op.clone());
+    let (db, resp3, op, unit) = (retry.db, retry.resp3, retry.op.clone(), conn.pipeline.unit);
     call(&conn.core, shard, move |core| {
+        // Not from a key another unit holds (it is half done): the waiter
+        // registered next is looked at when a unit lets go there.
+        if core.locks.borrow().blocks(db, &key, unit) {
+            return None;
+        }
         let req =
             BlockRequest { id: 0, origin: core.index, ticket: 0, db, resp3, keys: vec![key.clone()], op, unit: None };
         let mut s = core.shard.borrow_mut();
@@ -298,8 +303,8 @@ pub async fn start(
     Some(w)
 }
 
-/// Redis 7.0's timeout argument: seconds as a float, truncated to whole
-/// milliseconds (so under 1 ms means for ever, like 0).
+/// Redis 7.0's timeout argument: seconds as a float, rounded up to whole
+/// milliseconds (so 0.001 and less, but above 0, wait 1 ms; 0 is for ever).
 pub fn parse_timeout(arg: &[u8]) -> Result<Option<Instant>, &'static str> {
     let ms = shard::numbers::timeout_ms(arg).ok_or("ERR timeout is not a float or out of range")?;
     if ms < 0 {

@@ -2,10 +2,13 @@
 //! BZPOPMAX, BZMPOP): the waiters are kept by the core that owns the keys. A blocking request that finds
 //! nothing to pop is registered there with its mesh ticket left unanswered;
 //! a write to one of its keys marks the key ready on the shard
-//! (`Shard::signal_ready`), and right after the command that wrote, the
+//! (`Shard::signal_ready`), and right after the command that wrote (the
+//! whole command: a transaction or a script holds serving back until it
+//! ends, `owner::ServingHold`, and a unit's keys wait for its release) the
 //! owner serves the key's waiters of the key's type in the order they
 //! blocked (as Redis, a waiter for a list ignores a key now holding a
-//! sorted set, and the other way round), answering their
+//! sorted set, and the other way round; an XREADGROUP whose key is gone
+//! or of another type is answered an error), answering their
 //! tickets with the reply. A waiter that times out or whose client hangs up
 //! is withdrawn (`Unblock`); if it had just been served, the served reply is
 //! already on its ticket and wins, so nothing is lost or given twice.
@@ -23,5 +26,5 @@ pub mod owner;
 pub mod request;
 
 pub use client::{give_up, parse_timeout, start, wait, BlockWait};
-pub use owner::put_logged;
+pub use owner::{put_logged, ServingHold};
 pub use request::{BlockOp, BlockRequest, Waiters};

@@ -1,6 +1,9 @@
 //! The keys' owner's side of blocking pops: it serves a pop at once or
-//! keeps the waiter, and after every write serves the ready keys' waiters
-//! in the order they blocked.
+//! keeps the waiter, and after every command serves the ready keys' waiters
+//! in the order they blocked, from what the keys hold then. As Redis's
+//! handleClientsBlockedOnKeys runs only after a whole command, an EXEC
+//! running inline or a script holds serving back on its core
+//! (`hold_serving`) until it ends; a unit's keys wait for its release.
 
 use super::request::{BlockOp, BlockRequest};
 use crate::core::Core;
@@ -12,6 +15,11 @@ use shard::commands::zset::pop::{try_pop, Shape};
 use shard::commands::Ctx;
 use shard::value::Value;
 use shard::{Reply, Shard};
+use std::rc::Rc;
+
+/// Redis 7.0's answer to an XREADGROUP whose key was deleted or now holds
+/// another type (unblockDeletedStreamReadgroupClients).
+const STREAM_GONE: &str = "UNBLOCKED the stream key no longer exists";
 
 /// Runs a waiter's op against `keys` (all owned here). `Some(reply)` when
 /// it was served (or failed for good, e.g. WRONGTYPE).
@@ -43,6 +51,10 @@ pub(crate) fn attempt(core: &Core, shard: &mut Shard, req: &BlockRequest, keys: 
         BlockOp::Notify { .. } | BlockOp::NotifyStream(_) => keys.iter().any(|k| fits(shard, req, k, now)),
         BlockOp::XRead(w) => keys.iter().any(|k| {
             let Some(from) = w.start_of(k) else { return false };
+            if w.read.group.is_some() && !holds_stream(shard, req.db, k, now) {
+                ctx.reply.error(STREAM_GONE);
+                return true;
+            }
             let Some(piece) = read::serve(shard, req.db, now, req.resp3, &w.read, k, from, true) else { return false };
             if piece.first() == Some(&b'-') {
                 ctx.reply.raw(&piece);
@@ -95,23 +107,30 @@ fn log_pop(shard: &mut Shard, req: &BlockRequest, keys: &[&[u8]], reply: &[u8]) 
     }
 }
 
-/// Whether `key` holds data of the type `req` waits for.
+/// Whether `key` can answer `req` now: it holds data of the type `req`
+/// waits for, or (XREADGROUP) it no longer holds a stream, or the group is
+/// gone, which are answers too (errors).
 fn fits(shard: &mut Shard, req: &BlockRequest, key: &[u8], now: u64) -> bool {
-    match shard.dbs[req.db].find(key, now).map(|e| &e.value) {
-        Some(Value::List(l)) => !l.is_empty() && !req.op.wants_zset() && !req.op.wants_stream(),
-        Some(Value::ZSet(_)) => req.op.wants_zset(),
-        Some(Value::Stream(s)) => match &req.op {
-            BlockOp::XRead(w) | BlockOp::NotifyStream(w) => match (&w.read.group, w.start_of(key)) {
-                (_, None) => false,
-                // A destroyed group is an answer too (NOGROUP).
-                (Some((g, _)), _) => s.groups.get(g.as_slice()).is_none_or(|g| s.last_id > g.last_id),
-                (None, Some(read::From::After(id))) => s.last_id > id,
-                (None, Some(read::From::New)) => false,
-            },
+    let value = shard.dbs[req.db].find(key, now).map(|e| &e.value);
+    let (BlockOp::XRead(w) | BlockOp::NotifyStream(w)) = &req.op else {
+        return match value {
+            Some(Value::List(l)) => !l.is_empty() && !req.op.wants_zset(),
+            Some(Value::ZSet(_)) => req.op.wants_zset(),
             _ => false,
-        },
-        _ => false,
+        };
+    };
+    let Some(from) = w.start_of(key) else { return false };
+    match (value, &w.read.group) {
+        (Some(Value::Stream(s)), Some((g, _))) => s.groups.get(g.as_slice()).is_none_or(|g| s.last_id > g.last_id),
+        (_, Some(_)) => true,
+        // A plain XREAD waits on: for a stream again, past its start.
+        (Some(Value::Stream(s)), None) => matches!(from, read::From::After(id) if s.last_id > id),
+        (_, None) => false,
     }
+}
+
+fn holds_stream(shard: &mut Shard, db: usize, key: &[u8], now: u64) -> bool {
+    matches!(shard.dbs[db].find(key, now).map(|e| &e.value), Some(Value::Stream(_)))
 }
 
 /// LMOVE's push on the destination's shard, logged as LPUSH/RPUSH.
@@ -128,12 +147,16 @@ impl Core {
     /// (`Some(reply)`) or registered to wait (`None`: the ticket stays open).
     pub fn block(&self, req: BlockRequest) -> Option<Response> {
         let now = shard::unix_ms();
-        // A key a unit holds is not served now: its release signals it.
+        // A key a unit holds is not served now: a release looks again.
         let held = {
             let locks = self.locks.borrow();
             !locks.is_idle() && req.keys.iter().any(|k| locks.blocks(req.db, k, req.unit))
         };
-        let served = if held {
+        // Nor while a transaction or script running here holds serving back
+        // (it yielded): the client would see it half done. Its keys are
+        // looked at when the hold ends.
+        let on_hold = self.blocked.borrow().holds > 0;
+        let served = if held || on_hold {
             None
         } else {
             let mut shard = self.shard.borrow_mut();
@@ -149,6 +172,13 @@ impl Core {
         for key in &req.keys {
             w.by_key.entry((req.db, key.clone())).or_default().push_back(req.id);
             *shard.watched.entry(key.clone()).or_default() += 1;
+            if on_hold {
+                shard.signal_ready(req.db, key);
+            } else if held && !w.held.iter().any(|(d, k)| *d == req.db && k == key) {
+                // Looked at when a unit lets go here: a unit holding the
+                // whole shard releases no keys of its own to signal.
+                w.held.push((req.db, key.clone()));
+            }
         }
         w.waiters.insert(req.id, req);
         None
@@ -184,9 +214,23 @@ impl Core {
         }
     }
 
-    /// Serves the waiters of every key pushed to since the last call, in
-    /// the order they blocked.
+    /// Holds serving back on this core until the returned guard drops (an
+    /// EXEC running inline, a script): what its commands make ready is
+    /// served once the last hold ends, from what the keys hold then.
+    pub fn hold_serving(&self) -> ServingHold {
+        let me = self.me.upgrade();
+        if me.is_some() {
+            self.blocked.borrow_mut().holds += 1;
+        }
+        ServingHold(me)
+    }
+
+    /// Serves the waiters of every key made ready since the last call, in
+    /// the order they blocked (nothing while a hold is on).
     pub fn serve_ready(&self) {
+        if self.blocked.borrow().holds > 0 {
+            return;
+        }
         loop {
             let next = {
                 let mut shard = self.shard.borrow_mut();
@@ -242,6 +286,23 @@ impl Core {
                 .detach();
             }
             _ => self.deliver(origin, ticket, response),
+        }
+    }
+}
+
+/// A hold on serving blocked clients (`Core::hold_serving`).
+pub struct ServingHold(Option<Rc<Core>>);
+
+impl Drop for ServingHold {
+    fn drop(&mut self) {
+        let Some(core) = self.0.take() else { return };
+        let holds = {
+            let mut w = core.blocked.borrow_mut();
+            w.holds -= 1;
+            w.holds
+        };
+        if holds == 0 {
+            core.serve_ready();
         }
     }
 }

@@ -47,11 +47,6 @@ impl BlockOp {
         matches!(self, BlockOp::ZPop { .. } | BlockOp::ZMPop { .. } | BlockOp::Notify { zset: true })
     }
 
-    /// Whether the op waits for a stream.
-    pub(crate) fn wants_stream(&self) -> bool {
-        matches!(self, BlockOp::XRead(_) | BlockOp::NotifyStream(_))
-    }
-
     pub(crate) fn is_notify(&self) -> bool {
         matches!(self, BlockOp::Notify { .. } | BlockOp::NotifyStream(_))
     }
@@ -86,6 +81,9 @@ pub struct Waiters {
     /// Keys made ready while a coordinator unit held them (a script holding
     /// every shard pushed to them): served when a unit lets go here.
     pub(crate) held: Vec<(usize, Vec<u8>)>,
+    /// How many runs on this core hold serving back (an EXEC running inline,
+    /// a script): ready keys wait until the last of them ends.
+    pub(crate) holds: u32,
 }
 
 impl Waiters {

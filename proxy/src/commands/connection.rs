@@ -72,6 +72,11 @@ pub fn hello(conn: &mut Connection, args: Args) {
         conn.state.resp3 = v == 3;
         if let Some(q) = &conn.state.push {
             q.resp3.set(v == 3);
+        } else if v == 3 {
+            // Any RESP3 client can be another's CLIENT TRACKING REDIRECT
+            // target: Redis pushes invalidations to it, subscribed or not.
+            let (id, key) = (conn.state.id, conn.state.registry_key);
+            crate::push::attach(&conn.core, &mut conn.state.push, id, key, true);
         }
     }
     let id = conn.state.id;

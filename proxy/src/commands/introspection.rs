@@ -2,9 +2,12 @@
 //! command corekv serves, recorded from Redis 7.0 by
 //! `scripts/gen-command-meta.sh` and filtered to what is implemented.
 
+mod getkeys;
+
 use super::reply::{help, reply};
 use crate::resp::Value;
 use crate::session::Connection;
+use getkeys::{Found, KeyRef};
 use shard::commands::all as commands;
 use shard::glob::glob_match;
 use shard::{Args, CommandSpec};
@@ -230,28 +233,9 @@ fn command_list(conn: &mut Connection, args: Args) {
     });
 }
 
-/// The flags of each key spec of a command's metadata entry.
-fn key_spec_flags(info: Option<&Value>) -> Vec<Value> {
-    let Some(Value::Array(fields)) = info else {
-        return Vec::new();
-    };
-    let specs = match fields.get(8) {
-        Some(Value::Array(specs) | Value::Set(specs)) => specs,
-        _ => return Vec::new(),
-    };
-    specs
-        .iter()
-        .map(|spec| match spec {
-            Value::Map(pairs) => pairs
-                .iter()
-                .find(|(k, _)| k.as_bytes() == Some(b"flags"))
-                .map(|(_, v)| v.clone())
-                .unwrap_or(Value::Set(vec![])),
-            _ => Value::Set(vec![]),
-        })
-        .collect()
-}
-
+/// COMMAND GETKEYS / GETKEYSANDFLAGS (Redis's getKeysSubcommandImpl): the
+/// keys as Redis's key specs and getkeys procedures find them
+/// (`getkeys.rs`), checked in Redis's order.
 fn getkeys(conn: &mut Connection, args: Args, with_flags: bool) {
     let Some(top) = conn.core.commands.lookup(args.get(2)) else {
         return conn.error("ERR Invalid command specified");
@@ -264,40 +248,47 @@ fn getkeys(conn: &mut Connection, args: Args, with_flags: bool) {
             None => return conn.error("ERR Invalid command specified"),
         }
     }
-    if !spec.arity_ok(argc) {
-        return conn.error("ERR Invalid number of arguments specified for command");
-    }
-    let rest = Args::new(args.buf(), &args.ranges()[2..]);
-    let keys: Vec<usize> = spec.key_indexes(&rest).collect();
-    if keys.is_empty() && spec.keys.0 > 0 {
-        // It has keys, none in this line (MIGRATE k ... KEYS a).
-        return conn.error("ERR Invalid arguments specified for command");
-    }
-    if keys.is_empty() {
-        return conn.error("ERR The command has no key arguments");
-    }
     let meta = metadata();
-    let info = meta.info.get(top.name).and_then(|i| match i {
+    let recorded = meta.info.get(top.name).and_then(|i| match i {
         Value::Array(f) if spec.name != top.name => match f.get(9) {
             Some(Value::Array(subs)) => subs.iter().find(|v| name_of(v).as_deref() == Some(spec.name)),
             _ => None,
         },
         other => Some(other),
     });
-    // Our commands have one key spec for all keys, or one per key.
-    let mut flags = key_spec_flags(info);
-    if spec.name == "migrate" {
-        // Every key has the first spec's flags, as migrateGetKeys says.
-        flags.truncate(1);
+    let fields = match recorded {
+        Some(Value::Array(fields)) => fields.as_slice(),
+        _ => &[],
+    };
+    let key_specs = match fields.get(8) {
+        Some(Value::Array(specs) | Value::Set(specs)) => specs.as_slice(),
+        _ => &[],
+    };
+    let line = Args::new(args.buf(), &args.ranges()[2..]);
+    let found = if key_specs.is_empty() && spec.keys.0 > 0 {
+        // A command of corekv's own: its table's key positions.
+        Found::Keys(spec.key_indexes(&line).map(|pos| KeyRef { pos, flags: Value::Set(vec![]) }).collect())
+    } else {
+        getkeys::find(spec.name, key_specs, &line)
+    };
+    let keys = match found {
+        Found::NoKeyArguments => return conn.error("ERR The command has no key arguments"),
+        Found::Keys(_) if !spec.arity_ok(argc) => {
+            return conn.error("ERR Invalid number of arguments specified for command")
+        }
+        Found::Keys(keys) => keys,
+    };
+    let optional = matches!(fields.get(2), Some(Value::Set(f) | Value::Array(f))
+        if f.iter().any(|v| v.as_bytes() == Some(b"no_mandatory_keys")));
+    if keys.is_empty() && !optional {
+        return conn.error("ERR Invalid arguments specified for command");
     }
     let items = keys
-        .iter()
-        .enumerate()
-        .map(|(n, &i)| {
-            let key = Value::Bulk(args.get(i + 2).to_vec());
+        .into_iter()
+        .map(|k| {
+            let key = Value::Bulk(line.get(k.pos).to_vec());
             if with_flags {
-                let f = flags.get(n.min(flags.len().saturating_sub(1))).cloned().unwrap_or(Value::Set(vec![]));
-                Value::Array(vec![key, f])
+                Value::Array(vec![key, k.flags])
             } else {
                 key
             }

@@ -6,7 +6,8 @@
 use super::reply::reply;
 use crate::coordinator::dispatch::{call, call_all};
 use crate::session::Connection;
-use shard::args::{parse_i64, parse_u64};
+use shard::args::parse_i64;
+use shard::commands::aggregate::parse_cursor;
 use shard::commands::keys::parse_copy;
 use shard::db::Ttl;
 use shard::glob::glob_match;
@@ -21,8 +22,24 @@ fn shard_bits(shards: usize) -> u32 {
     usize::BITS - (shards - 1).leading_zeros()
 }
 
+/// The cursor for position `pos` of shard `part`.
+fn cursor_of(part: usize, pos: u64, bits: u32) -> u64 {
+    if bits == 0 {
+        pos
+    } else {
+        ((part as u64) << (64 - bits)) | pos
+    }
+}
+
+/// SCAN over every shard: the cursor's top bits name a shard, the rest a
+/// position in its hash space. As Redis's COUNT is a hint over the whole
+/// keyspace, one call goes on to the next shards, from their start, while
+/// fewer than COUNT keys were visited, so a small keyspace comes back in
+/// one reply with cursor 0. Every key present throughout is still seen:
+/// each shard is walked in hash order, and a shard's end moves the cursor
+/// to the next shard's start.
 pub async fn scan(conn: &mut Connection, args: Args<'_>) {
-    let Some(cursor) = parse_u64(args.get(1)) else {
+    let Some(cursor) = parse_cursor(args.get(1)) else {
         return conn.error("ERR invalid cursor");
     };
     let (mut count, mut pattern, mut type_name) = (10usize, None, None);
@@ -48,40 +65,49 @@ pub async fn scan(conn: &mut Connection, args: Args<'_>) {
     // A per-core node port scans its own shard only, as a cluster node does.
     let (shards, first) = if conn.state.shard_port { (1, conn.core.index) } else { (conn.core.count, 0) };
     let bits = shard_bits(shards);
-    let (part, pos) =
+    let (mut part, mut pos) =
         if bits == 0 { (0, cursor) } else { ((cursor >> (64 - bits)) as usize, cursor & (u64::MAX >> bits)) };
-    let shard = first + part;
-    if part >= shards {
-        return reply(conn, |r| {
-            r.array(2);
-            r.bulk(b"0");
-            r.array(0);
-        });
-    }
     let db = conn.state.db;
-    let found = call(&conn.core, shard, move |core| {
-        let mut s = core.shard.borrow_mut();
-        let now = shard::unix_ms();
-        let mut keys = Vec::new();
-        let next = s.dbs[db].scan(pos, bits, count, now, |e| {
-            let keep = pattern.as_ref().is_none_or(|p| glob_match(p, &e.key, false))
-                && type_name.as_ref().is_none_or(|t| e.value.type_name() == t);
-            if keep {
-                keys.push(e.key.to_vec());
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut visited = 0usize;
+    let next_cursor = loop {
+        if part >= shards {
+            break 0;
+        }
+        let budget = count - visited;
+        let (pattern, type_name) = (pattern.clone(), type_name.clone());
+        let found = call(&conn.core, first + part, move |core| {
+            let mut s = core.shard.borrow_mut();
+            let now = shard::unix_ms();
+            let (mut keys, mut visited) = (Vec::new(), 0usize);
+            let next = s.dbs[db].scan(pos, bits, budget, now, |e| {
+                visited += 1;
+                let keep = pattern.as_ref().is_none_or(|p| glob_match(p, &e.key, false))
+                    && type_name.as_ref().is_none_or(|t| e.value.type_name() == t);
+                if keep {
+                    keys.push(e.key.to_vec());
+                }
+            });
+            s.stats.commands += 1;
+            (next, keys, visited)
+        })
+        .await;
+        let Some((next, found, seen)) = found else {
+            return conn.error("ERR shard unavailable (server shutting down)");
+        };
+        keys.extend(found);
+        visited += seen;
+        match next {
+            Some(p) => break cursor_of(part, p, bits),
+            None if part + 1 < shards => {
+                part += 1;
+                pos = 0;
+                if visited >= count {
+                    break cursor_of(part, 0, bits);
+                }
             }
-        });
-        s.stats.commands += 1;
-        (next, keys)
-    })
-    .await;
-    let Some((next, keys)) = found else {
-        return conn.error("ERR shard unavailable (server shutting down)");
-    };
-    let next_cursor = match next {
-        Some(p) if bits == 0 => p,
-        Some(p) => ((part as u64) << (64 - bits)) | p,
-        None if part + 1 < shards => (part as u64 + 1) << (64 - bits),
-        None => 0,
+            None => break 0,
+        }
     };
     reply(conn, |r| {
         r.array(2);

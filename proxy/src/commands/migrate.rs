@@ -8,7 +8,7 @@
 
 mod target;
 
-pub use target::{close_all, close_idle};
+pub use target::{cached, close_all, close_idle};
 
 use super::gather::ShardKeys;
 use super::reply::reply;
@@ -228,7 +228,7 @@ async fn delete_taken(conn: &Connection, keys: Vec<(usize, Vec<u8>)>) {
                     }
                 }
             }
-            let tracked = s.tracking.as_ref().is_some_and(|t| !t.out.is_empty());
+            let tracked = s.tracking.as_ref().is_some_and(|t| t.pending());
             drop(s);
             if tracked {
                 core.send_invalidations();

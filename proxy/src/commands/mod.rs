@@ -124,6 +124,8 @@ pub async fn run_deferred(conn: &mut Connection, spec: &'static CommandSpec, arg
         // held even when one shard owns them all.
         let migrate = spec.name == "migrate";
         if footprint.keys.len() > 1 || footprint.whole || (migrate && !footprint.keys.is_empty()) {
+            // CLIENT TRACKING: one BCAST message for all the keys it changes.
+            let _hold = crate::tracking::hold(&conn.core);
             // Split commands only send batches: the last shard's locks can
             // travel with its batch.
             let unit = match spec.route {

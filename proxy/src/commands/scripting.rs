@@ -7,9 +7,10 @@
 use super::reply::{help, reply};
 use crate::acl::user::User;
 use crate::coordinator::dispatch;
+use crate::coordinator::locks::until;
 use crate::coordinator::{Footprint, Unit};
 use crate::core::Core;
-use crate::scripting::context::take_error_counted;
+use crate::scripting::context::{take_error_counted, CommandLine};
 use crate::scripting::cross::Reach;
 use crate::scripting::functions::RestorePolicy;
 use crate::scripting::{self, host::CoreHost, with_engine, RunOptions};
@@ -43,6 +44,19 @@ pub struct Job {
 pub enum Kind {
     Eval { by_sha: bool, read_only: bool },
     Fcall { read_only: bool },
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Eval { by_sha: false, read_only: false } => "eval",
+            Kind::Eval { by_sha: true, read_only: false } => "evalsha",
+            Kind::Eval { by_sha: false, read_only: true } => "eval_ro",
+            Kind::Eval { by_sha: true, read_only: true } => "evalsha_ro",
+            Kind::Fcall { read_only: false } => "fcall",
+            Kind::Fcall { read_only: true } => "fcall_ro",
+        }
+    }
 }
 
 /// What a script run needs besides the script, keys and arguments.
@@ -87,7 +101,7 @@ pub fn run_script(
     whole: bool,
 ) -> Option<Vec<u8>> {
     let cluster_enabled = core.cluster().enabled();
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         client_resp3: caller.resp3,
         read_only_command: matches!(kind, Kind::Eval { read_only: true, .. } | Kind::Fcall { read_only: true }),
         cluster_enabled,
@@ -96,6 +110,8 @@ pub fn run_script(
         status: core.process.scripts.get(core.index),
         slot: if cluster_enabled { keys.first().map(|k| key_slot(k)) } else { None },
         oom: core.out_of_memory(),
+        command: CommandLine { name: kind.name(), script, keys, args },
+        engine_counts: (0, 0),
     };
     let now = shard::unix_ms();
     let reach = Reach { whole, ..Reach::default() };
@@ -109,13 +125,20 @@ pub fn run_script(
         tracking: caller.tracking,
         declared: keys,
     };
+    // Blocked clients are served after the whole script (Redis), from what
+    // the keys hold then.
+    let hold = core.hold_serving();
     // What it writes on this shard reaches replicas as one MULTI/EXEC.
     group(core, true);
-    let reply = with_engine(|engine| match kind {
-        Kind::Eval { by_sha, .. } => engine.eval(&mut host, script, by_sha, keys, args, &opts),
-        Kind::Fcall { .. } => engine.fcall(&mut host, script, keys, args, &opts),
+    let reply = with_engine(|engine| {
+        opts.engine_counts = (engine.functions.libraries.len(), engine.functions.functions.len());
+        match kind {
+            Kind::Eval { by_sha, .. } => engine.eval(&mut host, script, by_sha, keys, args, &opts),
+            Kind::Fcall { .. } => engine.fcall(&mut host, script, keys, args, &opts),
+        }
     });
     group(core, false);
+    drop(hold);
     if host.reach.reached_out {
         remember_wide(wide_key(kind, script));
     }
@@ -137,11 +160,14 @@ fn group(core: &Core, open: bool) {
 /// error reply is counted already (`take_error_counted`), its run time.
 type RanElsewhere = (Option<Vec<u8>>, bool, std::time::Duration);
 
-/// Runs a job on another core (one hop).
+/// Runs a job on another core (one hop), once no unit holds its keys there:
+/// a script on one shard takes no lock, so it must not run in the middle
+/// of a unit's work on them (a transaction or a script over several shards).
 async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<RanElsewhere> {
-    dispatch::call(core, shard, move |c| {
+    dispatch::call_task(core, shard, move |c| async move {
+        until(&c.locks, |t| !t.is_idle() && job.keys.iter().any(|k| t.blocks(job.db, k, None))).await;
         let started = std::time::Instant::now();
-        let reply = run_job(c, &job, false);
+        let reply = run_job(&c, &job, false);
         (reply, take_error_counted(), started.elapsed())
     })
     .await
@@ -267,9 +293,14 @@ pub fn run_now(conn: &mut Connection, spec: &'static CommandSpec, args: Args) ->
     let script = args.get(1);
     let target = placement(conn, spec, &args, kind, numkeys);
     let new_script = matches!(kind, Kind::Eval { by_sha: false, .. });
-    // Inside EXEC the transaction's unit holds every shard already.
+    // Inside EXEC the transaction's unit holds every shard already. The
+    // commands queued before it must have run on their shards first: the
+    // script reads and writes there at once.
     let whole = conn.pipeline.unit.is_some();
-    if (target != Some(conn.core.index) && !whole) || (new_script && !with_engine(|e| e.exists_body(script))) {
+    if (target != Some(conn.core.index) && !whole)
+        || (whole && conn.pipeline.has_remote())
+        || (new_script && !with_engine(|e| e.exists_body(script)))
+    {
         return Some(Deferred::Command(spec));
     }
     let keys: Vec<&[u8]> = (3..3 + numkeys).map(|i| args.get(i)).collect();
@@ -427,6 +458,49 @@ pub fn kill(conn: &mut Connection, is_eval: bool) {
     reply(conn, |r| r.ok());
 }
 
+/// FUNCTION STATS: the busy script (on any core) with what Redis shows of
+/// it; refused while it is an EVAL script, as Redis does.
+fn function_stats(conn: &mut Connection) {
+    // A busy script holds its core's engine: its counts were taken when it
+    // started.
+    let busy = conn.core.process.scripts.iter().find(|s| s.running.load(Ordering::Relaxed) != 0);
+    if busy.is_some_and(|s| s.running.load(Ordering::Relaxed) == 1) {
+        return conn.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.");
+    }
+    let running = busy.and_then(|s| s.detail.lock().unwrap_or_else(|e| e.into_inner()).clone());
+    let (libs, funcs) = match &running {
+        Some(r) => (r.libraries, r.functions),
+        None => with_engine(|e| (e.functions.libraries.len(), e.functions.functions.len())),
+    };
+    reply(conn, |r| {
+        r.map(2);
+        r.bulk(b"running_script");
+        match &running {
+            None => r.null(),
+            Some(script) => {
+                r.map(3);
+                r.bulk(b"name");
+                r.bulk(script.name.as_bytes());
+                r.bulk(b"command");
+                r.array(script.command.len());
+                for a in &script.command {
+                    r.bulk(a);
+                }
+                r.bulk(b"duration_ms");
+                r.int(script.started.elapsed().as_millis() as i64);
+            }
+        }
+        r.bulk(b"engines");
+        r.map(1);
+        r.bulk(b"LUA");
+        r.map(2);
+        r.bulk(b"libraries_count");
+        r.int(libs as i64);
+        r.bulk(b"functions_count");
+        r.int(funcs as i64);
+    });
+}
+
 const FUNCTION_HELP: &[&str] = &[
     "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "LOAD [REPLACE] <FUNCTION CODE>",
@@ -520,22 +594,7 @@ pub fn function_now(conn: &mut Connection, spec: &'static CommandSpec, args: Arg
             let payload = with_engine(|e| shard::rdb::functions_dump_payload(&e.functions.codes()));
             reply(conn, |r| r.bulk(&payload));
         }
-        "function|stats" => {
-            let (libs, funcs) = with_engine(|e| (e.functions.libraries.len(), e.functions.functions.len()));
-            reply(conn, |r| {
-                r.map(2);
-                r.bulk(b"running_script");
-                r.null();
-                r.bulk(b"engines");
-                r.map(1);
-                r.bulk(b"LUA");
-                r.map(2);
-                r.bulk(b"libraries_count");
-                r.int(libs as i64);
-                r.bulk(b"functions_count");
-                r.int(funcs as i64);
-            });
-        }
+        "function|stats" => function_stats(conn),
         "function|flush" if args.len() > 3 => subcommand_syntax_error(conn, &args),
         "function|flush" if !flush_mode_ok(&args) => conn.error("ERR FUNCTION FLUSH only supports SYNC|ASYNC option"),
         "function|restore" if args.len() > 4 => subcommand_syntax_error(conn, &args),

@@ -54,6 +54,8 @@ pub struct CoreReport {
     /// Channels, patterns and shard channels with subscribers here that no
     /// lower core has (summed: the distinct names of the server).
     pub pubsub: [usize; 3],
+    /// MIGRATE's cached connections on this core.
+    pub migrate_sockets: usize,
     /// CLIENT TRACKING: (clients here, keys, items, prefixes of this shard).
     pub tracking: (u64, u64, u64, u64),
     /// Calls, errors (INFO commandstats, errorstats, stats).
@@ -104,6 +106,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         save_keys: shard.snapshot_progress(),
         scripts: crate::scripting::usage(),
         pubsub: core.pubsub.borrow().distinct_here(core.index),
+        migrate_sockets: super::migrate::cached(),
         tracking: crate::tracking::report(core, &shard),
         observe: shard.observe.counters(),
     }
@@ -238,11 +241,12 @@ pub fn render(
         section(
             "Memory",
             format!(
-                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{startup}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmem_fragmentation_bytes:{}\r\n{}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_not_counted_for_evict:{not_counted}\r\nmem_allocator:{}\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:{}\r\n",
+                "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{}\r\nused_memory_rss_human:{}\r\nused_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_peak_perc:{:.2}%\r\nused_memory_overhead:{startup}\r\nused_memory_startup:{startup}\r\nused_memory_dataset:{dataset}\r\nused_memory_dataset_perc:{:.2}%\r\nused_memory_rss_peak:{}\r\nmem_fragmentation_ratio:{ratio:.2}\r\nmem_fragmentation_bytes:{}\r\n{}maxmemory:{max}\r\nmaxmemory_human:{}\r\nmaxmemory_policy:{policy}\r\nmem_not_counted_for_evict:{not_counted}\r\nmem_clients_slaves:{}\r\nmem_allocator:{}\r\nactive_defrag_running:0\r\nlazyfree_pending_objects:0\r\nlazyfreed_objects:{}\r\n",
                 human(used), m.rss, human(m.rss), human(peak),
                 if peak > 0 { used as f64 * 100.0 / peak as f64 } else { 0.0 },
                 if used > 0 { dataset as f64 * 100.0 / used as f64 } else { 0.0 },
-                m.peak_rss, m.rss as i64 - used as i64, scripts_memory(reports), human(max), m.allocator,
+                m.peak_rss, m.rss as i64 - used as i64, scripts_memory(reports), human(max),
+                p.replicas_held.load(std::sync::atomic::Ordering::Relaxed), m.allocator,
                 sum(|r| r.lazyfreed)
             ),
         );
@@ -258,7 +262,7 @@ pub fn render(
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nmigrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 observed.calls(),
                 sum(|r| r.ops_per_sec),
@@ -275,6 +279,7 @@ pub fn render(
                 sum(|r| r.pubsub[0] as u64),
                 sum(|r| r.pubsub[1] as u64),
                 sum(|r| r.pubsub[2] as u64),
+                sum(|r| r.migrate_sockets as u64),
                 sum(|r| r.tracking.1),
                 sum(|r| r.tracking.2),
                 // Every shard holds every BCAST prefix.
@@ -673,6 +678,19 @@ pub async fn shutdown(conn: &mut Connection, args: Args<'_>) {
     }
     if save && nosave {
         return conn.error(SYNTAX);
+    }
+    // While a script is busy only NOSAVE may end the server (a save would
+    // wait for the script's core).
+    let busy = conn.core.process.scripts.iter().map(|s| s.running.load(std::sync::atomic::Ordering::Relaxed)).max();
+    match busy {
+        Some(1) if !nosave => {
+            return conn.error("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+        }
+        Some(2) if !nosave => {
+            return conn
+                .error("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.")
+        }
+        _ => {}
     }
     log::warning("User requested shutdown...");
     if persistence::save_on_shutdown(&conn.core, save, nosave) {

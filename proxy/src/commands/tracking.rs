@@ -51,6 +51,15 @@ pub fn before_command(conn: &mut Connection, spec: &CommandSpec) {
     }
 }
 
+/// A command refused before it ran spends CLIENT CACHING as one that ran
+/// (Redis's resetClient after any command but CLIENT's, outside MULTI).
+pub fn rejected(conn: &mut Connection) {
+    let client_command = conn.tally.spec.is_some_and(|s| s.name.starts_with("client|"));
+    if conn.state.multi.is_none() && !client_command {
+        end_transaction(conn);
+    }
+}
+
 /// EXEC done: CLIENT CACHING given before MULTI is spent.
 pub fn end_transaction(conn: &mut Connection) {
     if let Some(t) =
@@ -60,16 +69,26 @@ pub fn end_transaction(conn: &mut Connection) {
     }
 }
 
-/// Whether client `id` is connected (on whichever core).
-async fn client_exists(conn: &Connection, id: i64) -> bool {
+/// Whether client `id` is connected (on whichever core, as Redis's
+/// lookupClientByID); if so, this client redirects to it from now and
+/// hears when it closes.
+async fn redirect_to(conn: &Connection, id: i64) -> bool {
     if id <= 0 {
         return false;
     }
-    let id = id as u64;
-    let target = core_of(id, conn.core.count);
-    call(&conn.core, target, move |core| core.clients.borrow().list.iter().any(|(_, c)| c.id == id))
+    let (id, tracker) = (id as u64, conn.state.id);
+    call(&conn.core, core_of(id, conn.core.count), move |core| crate::tracking::watch(core, id, tracker))
         .await
         .unwrap_or(false)
+}
+
+/// This client no longer redirects to `redirect` (another target, or
+/// tracking off).
+async fn stop_redirecting(conn: &Connection, redirect: u64) {
+    let tracker = conn.state.id;
+    call(&conn.core, core_of(redirect, conn.core.count), move |core| crate::tracking::unwatch(core, redirect, tracker))
+        .await;
+    crate::tracking::forget_gone(&conn.core, redirect);
 }
 
 /// CLIENT TRACKING on|off [REDIRECT id] [BCAST] [PREFIX p]... [OPTIN]
@@ -87,7 +106,7 @@ pub async fn tracking(conn: &mut Connection, args: Args<'_>) {
             }
             let Some(id) = parse_i64(args.get(j)) else { return conn.error(NOT_INTEGER) };
             redirect = id;
-            if !client_exists(conn, id).await {
+            if !redirect_to(conn, id).await {
                 return conn.error("ERR The client ID you want redirect to does not exist");
             }
         } else if args.is(j, "bcast") {
@@ -151,6 +170,7 @@ pub async fn tracking(conn: &mut Connection, args: Args<'_>) {
         let (id, key, resp3) = (conn.state.id, conn.state.registry_key, conn.state.resp3);
         crate::push::attach(&conn.core, &mut conn.state.push, id, key, resp3);
         let caching = current.as_ref().is_some_and(|t| t.caching);
+        let old_redirect = current.as_ref().map_or(0, |t| t.redirect);
         set_mode(
             conn,
             Some(Tracking {
@@ -164,6 +184,9 @@ pub async fn tracking(conn: &mut Connection, args: Args<'_>) {
                 prefixes: if bcast { all } else { Vec::new() },
             }),
         );
+        if old_redirect != 0 && old_redirect != redirect as u64 {
+            stop_redirecting(conn, old_redirect).await;
+        }
     } else if args.is(2, "off") {
         disable(conn).await;
     } else {
@@ -205,6 +228,9 @@ fn prefix_collision(existing: &[Vec<u8>], new: &[Vec<u8>]) -> Option<String> {
 pub async fn disable(conn: &mut Connection) {
     let Some(current) = mode(conn) else { return };
     set_mode(conn, None);
+    if current.redirect != 0 {
+        stop_redirecting(conn, current.redirect).await;
+    }
     if current.bcast {
         let id = conn.state.id;
         call_all(&conn.core, move |core| {

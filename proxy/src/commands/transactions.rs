@@ -6,6 +6,7 @@
 //! lock, in one synchronous step.
 
 use super::reply::reply;
+use crate::blocking::ServingHold;
 use crate::coordinator::dispatch::call;
 use crate::coordinator::{wait_until_free, Footprint, Unit};
 use crate::core::Core;
@@ -196,6 +197,9 @@ fn is_connection_command(spec: &CommandSpec) -> bool {
 pub struct Exec {
     pub queued: Option<Queued>,
     unit: Option<Unit>,
+    /// Running inline: this core serves blocked clients only once the whole
+    /// transaction ran (a unit's keys wait for its release instead).
+    hold: Option<ServingHold>,
 }
 
 /// EXEC's checks and locks. `None` when EXEC is answered already (an error,
@@ -250,8 +254,9 @@ pub async fn exec_begin(conn: &mut Connection, args: Args<'_>) -> Option<Exec> {
     if !conn.state.watched.is_empty() && watches_dirty(conn).await {
         let resp3 = conn.state.resp3;
         conn.pipeline.local(|out| out.extend_from_slice(if resp3 { b"_\r\n" } else { b"*-1\r\n" }));
-        return Some(Exec { queued: None, unit });
+        return Some(Exec { queued: None, unit, hold: None });
     }
+    let hold = unit.is_none().then(|| conn.core.hold_serving());
     if unit.is_none() {
         // Runs here in one step: its writes reach replicas as one
         // MULTI/EXEC (a unit's do through the hub).
@@ -259,7 +264,7 @@ pub async fn exec_begin(conn: &mut Connection, args: Args<'_>) -> Option<Exec> {
             feed.begin_group();
         }
     }
-    Some(Exec { queued: Some(q), unit })
+    Some(Exec { queued: Some(q), unit, hold })
 }
 
 /// WATCH must look at the unit's last shard before anything runs there.
@@ -276,12 +281,15 @@ fn only_batches(q: &Queued) -> bool {
 
 /// After the queued commands: every reply in, the unit released, the
 /// watches forgotten.
-pub async fn exec_end(conn: &mut Connection, exec: Exec) {
+pub async fn exec_end(conn: &mut Connection, mut exec: Exec) {
     if exec.unit.is_none() && exec.queued.is_some() {
         if let Some(feed) = conn.core.shard.borrow_mut().repl_feed() {
             feed.end_group();
         }
     }
+    // The blocked clients its commands made ready are served now, after
+    // the whole transaction (their pops follow it in the feed).
+    drop(exec.hold.take());
     conn.pipeline.flush(&conn.core).await;
     conn.pipeline.unit = None;
     conn.pipeline.lock_with = None;

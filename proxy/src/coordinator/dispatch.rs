@@ -6,6 +6,7 @@
 
 use crate::core::Core;
 use crate::mesh::{CallFn, Request, Response, TaskFn};
+use crate::tracking::{self, Returned};
 use std::any::Any;
 use std::future::Future;
 use std::rc::Rc;
@@ -22,9 +23,20 @@ where
         core.serve_ready();
         return Some(r);
     }
-    let boxed: CallFn<Core> = Box::new(move |c| Box::new(f(c)));
+    // CLIENT TRACKING: what `f` raises for this core comes back with its
+    // result, in this core's pass.
+    let (origin, _hold) = (core.index, tracking::hold(core));
+    let boxed: CallFn<Core> = Box::new(move |c| {
+        let mark = tracking::mark(c);
+        let r = f(c);
+        Box::new((r, tracking::take_returned(c, mark, origin)))
+    });
     match core.mesh.send(shard, Request::Call(boxed)).await.await {
-        Response::Call(any) => any.downcast::<T>().ok().map(|b| *b),
+        Response::Call(any) => any.downcast::<(T, Option<Box<Returned>>)>().ok().map(|b| {
+            let (r, back) = *b;
+            tracking::returned(core, back);
+            r
+        }),
         _ => None,
     }
 }
@@ -61,11 +73,15 @@ where
     F: FnOnce(&Rc<Core>) -> T + Send + 'static,
 {
     use std::sync::{Arc, Condvar, Mutex};
-    type Slot<T> = Arc<(Mutex<Option<T>>, Condvar)>;
+    type Slot<T> = Arc<(Mutex<Option<(T, Option<Box<Returned>>)>>, Condvar)>;
     let slot: Slot<T> = Arc::new((Mutex::new(None), Condvar::new()));
     let answer = slot.clone();
+    let origin = core.index;
     let run: CallFn<Core> = Box::new(move |c| {
-        let r = f(c);
+        // CLIENT TRACKING: what `f` raises for the caller's core goes back
+        // with its result.
+        let mark = tracking::mark(c);
+        let r = (f(c), tracking::take_returned(c, mark, origin));
         *answer.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
         answer.1.notify_one();
         Box::new(())
@@ -84,7 +100,11 @@ where
     }
     let mut guard = slot.0.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        if let Some(r) = guard.take() {
+        if let Some((r, back)) = guard.take() {
+            drop(guard);
+            if let Some(me) = core.me.upgrade() {
+                tracking::returned(&me, back);
+            }
             return Some(r);
         }
         if core.process.shutting_down() {

@@ -113,6 +113,34 @@ pub struct PushRegistry {
     /// (`flush_scheduled`).
     pub outbox: RefCell<Vec<PushOutbox>>,
     pub flush_scheduled: Cell<bool>,
+    /// CLIENT TRACKING's state for delivering invalidations (`tracking.rs`).
+    pub tracking: TrackingState,
+}
+
+/// What this core holds to deliver CLIENT TRACKING's invalidations.
+#[derive(Default)]
+pub struct TrackingState {
+    /// Invalidations a pass on this core waits to send: BCAST keys changed
+    /// (with the client that changed each)...
+    pub changed: RefCell<Vec<(Vec<u8>, u64)>>,
+    /// ...and own invalidations of other cores' clients that no reply has
+    /// carried back yet.
+    pub own: RefCell<Vec<shard::tracking::Invalidation>>,
+    /// Passes waiting for replies that bring more.
+    pub holds: Cell<usize>,
+    /// A send is due once the current task yields.
+    pub scheduled: Cell<bool>,
+    /// REDIRECT: the tracking clients (of any core) redirecting to each
+    /// client of this core, told when it closes...
+    pub watchers: RefCell<HashMap<u64, Vec<u64>, ahash::RandomState>>,
+    /// ...and the redirect targets known gone, of this core's trackers.
+    pub gone: RefCell<Vec<u64>>,
+}
+
+impl TrackingState {
+    pub fn is_empty(&self) -> bool {
+        self.changed.borrow().is_empty() && self.own.borrow().is_empty()
+    }
 }
 
 /// Pushes for clients of one other core, sent as one mesh message.

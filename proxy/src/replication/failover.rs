@@ -247,6 +247,7 @@ mod tests {
             waker: None,
             peak_held: 0,
             peak_raw: 0,
+            held: Default::default(),
         }
     }
 

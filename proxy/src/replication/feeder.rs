@@ -102,8 +102,17 @@ async fn fetch(core: &Rc<Core>, id: u64, pos: u64) -> Option<Fetched> {
             let mut primary = c.repl.primary.borrow_mut();
             let Some(p) = primary.as_mut() else { return Poll::Ready(None) };
             let (first, end) = (p.backlog.first(), p.backlog.end);
+            let held = p.backlog.held_from(pos).0;
             let Some(link) = p.link(id) else { return Poll::Ready(None) };
+            let advanced = link.pos != pos;
             link.pos = pos;
+            link.held.store(held, std::sync::atomic::Ordering::Relaxed);
+            if advanced {
+                // What was sent is let go now, not at the hub's next tick:
+                // the backlog trims and mem_clients_slaves follows.
+                crate::replication::hub::enforce_limits(&c, p);
+            }
+            let Some(link) = p.link(id) else { return Poll::Ready(None) };
             if link.killed || pos < first {
                 return Poll::Ready(Some(Fetched { blocks: Vec::new(), killed: true }));
             }

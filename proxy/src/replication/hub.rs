@@ -253,7 +253,13 @@ pub fn enforce_limits(core: &Core, p: &mut Primary) {
         let c = core.config();
         (c.client_output_buffer_limit.replica, c.repl_backlog_size)
     };
-    for (client, fd) in p.enforce(&limit, backlog_size, Instant::now()) {
+    let killed = p.enforce(&limit, backlog_size, Instant::now());
+    let beyond_backlog = match p.replicas.is_empty() {
+        true => 0,
+        false => p.backlog.held().saturating_sub(backlog_size),
+    };
+    core.process.replicas_held.store(beyond_backlog, std::sync::atomic::Ordering::Relaxed);
+    for (client, fd) in killed {
         log::warning(&format!("Client {client} scheduled to be closed ASAP for overcoming of output buffer limits."));
         // SAFETY: `fd` is the open socket of a live link (the link leaves
         // the list before its connection closes the socket).

@@ -6,7 +6,8 @@
 //! snapshot) to core 0's hub (`hub.rs`), which merges them into the one
 //! ordered stream (`merge.rs`) and keeps it in the backlog every replica
 //! reads from (`backlog.rs`, `primary.rs`); `sync.rs` runs a replica's
-//! full or partial resync, `feeder.rs` feeds it the stream, `wait.rs` is
+//! full or partial resync (replicas asking together share one snapshot:
+//! `snapshot_group.rs`), `feeder.rs` feeds it the stream, `wait.rs` is
 //! WAIT, `info.rs` INFO replication and ROLE, `role.rs` role changes
 //! (REPLICAOF), `failover.rs` FAILOVER. As a replica (`replica/`):
 //! the link to the primary, the RDB it sends loaded into every shard in
@@ -23,6 +24,7 @@ pub mod merge;
 pub mod primary;
 pub mod replica;
 pub mod role;
+pub mod snapshot_group;
 pub mod state;
 pub mod sync;
 pub mod wait;

@@ -6,6 +6,8 @@ use super::backlog::Backlog;
 use super::block::Block;
 use super::merge::{Emitted, Merger, Shipped};
 use shard::config::{OutputBufferLimit, ReplCompression};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::task::Waker;
 use std::time::Instant;
 
@@ -55,6 +57,34 @@ pub struct ReplicaLink {
     /// Peak bytes held for it, and the raw bytes they stood for.
     pub peak_held: u64,
     pub peak_raw: u64,
+    /// Bytes held for it now, as its connection's core shows them
+    /// (CLIENT LIST omem=): written here at every change of the stream.
+    pub held: Arc<AtomicU64>,
+}
+
+/// Where a group of replicas sharing one snapshot stands
+/// (`snapshot_group.rs`).
+#[derive(Clone, PartialEq, Debug)]
+pub enum Stage {
+    /// The leader waits for more replicas before its save starts.
+    Gathering,
+    Saving,
+    /// The snapshot is in `file`, cut at save `seq`.
+    Saved {
+        seq: u64,
+        file: String,
+    },
+    Failed,
+}
+
+/// Replicas sharing one snapshot.
+pub struct Group {
+    pub id: u64,
+    /// The leader's client id: joiners are kept from its stream position.
+    pub leader: u64,
+    pub stage: Stage,
+    /// Members not done with the file yet.
+    pub users: u32,
 }
 
 #[derive(Default)]
@@ -84,6 +114,10 @@ pub struct Primary {
     pub alone_since: Option<Instant>,
     /// WAIT callers to wake at the next acknowledgement.
     pub ack_waiters: Vec<Waker>,
+    /// Replicas sharing a snapshot (`snapshot_group.rs`), and how many
+    /// groups were ever started (their ids).
+    pub snapshot_groups: Vec<Group>,
+    pub groups_started: u64,
     emitted: Vec<Emitted>,
 }
 
@@ -115,6 +149,8 @@ impl Primary {
             held_in: 0,
             alone_since: None,
             ack_waiters: Vec::new(),
+            snapshot_groups: Vec::new(),
+            groups_started: 0,
             emitted: Vec::new(),
         }
     }
@@ -164,6 +200,7 @@ impl Primary {
         let mut killed = Vec::new();
         for r in &mut self.replicas {
             let (held, raw) = self.backlog.held_from(r.pos);
+            r.held.store(held, Relaxed);
             if held > r.peak_held {
                 r.peak_held = held;
                 r.peak_raw = raw;

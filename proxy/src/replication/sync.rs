@@ -6,7 +6,8 @@
 use super::feeder::stream_to;
 use super::handoff::{ReplicaHello, SyncRequest};
 use super::hub::{ensure_started, refresh_compression, HUB};
-use super::primary::{LinkState, ReplicaLink};
+use super::primary::{LinkState, ReplicaLink, Stage};
+use super::snapshot_group::{self, Role};
 use crate::coordinator::dispatch::call;
 use crate::core::Core;
 use crate::log;
@@ -29,6 +30,8 @@ pub struct Peer {
     pub fd: i32,
     pub ip: String,
     pub hello: ReplicaHello,
+    /// What the stream holds for it (its CLIENT LIST omem=).
+    pub held: std::sync::Arc<AtomicU64>,
 }
 
 /// Serves a replica until its link ends. `input`: bytes it sent after PSYNC.
@@ -79,6 +82,7 @@ async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request:
         waker: None,
         peak_held: 0,
         peak_raw: 0,
+        held: peer.held.clone(),
     };
     // Partial: the replica's history is ours and still in the backlog.
     let continued = {
@@ -115,7 +119,9 @@ async fn start(core: &Rc<Core>, stream: &mut ClientStream, peer: &Peer, request:
 }
 
 /// A full resync: snapshot, +FULLRESYNC with the cut's offset, the file,
-/// then the stream from the cut.
+/// then the stream from the cut. Replicas asking together share one
+/// snapshot (`snapshot_group`): with a diskless sync the first waits
+/// `repl-diskless-sync-delay` for others, as Redis does.
 async fn full_sync(
     core: &Rc<Core>,
     stream: &mut ClientStream,
@@ -135,48 +141,21 @@ async fn full_sync(
     })
     .await;
     refresh_compression(core).await;
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let file = format!("temp-replsync-{}-{}.rdb", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
-    let path = std::path::Path::new(&core.config().dir).join(&file);
-    let (mut keepalive, mut gone) = (Instant::now(), false);
-    // One save, polled between keepalives (dropping it would not stop it).
-    let mut save = Box::pin(save_for_replicas(core, file.clone()));
-    let seq = loop {
-        let tick = glommio::timer::sleep(Duration::from_secs(1));
-        match futures_lite::future::or(async { Some(save.as_mut().await) }, async {
-            tick.await;
-            None
-        })
-        .await
-        {
-            Some(Ok(seq)) if !gone => break seq,
-            Some(Ok(_)) => {
-                let _ = std::fs::remove_file(&path);
-                return None;
-            }
-            // Another save or rewrite runs: ours starts after it.
-            Some(Err(SaveError::InProgress | SaveError::Rewriting)) if !gone => {
-                glommio::timer::sleep(Duration::from_millis(20)).await;
-                save = Box::pin(save_for_replicas(core, file.clone()));
-            }
-            Some(Err(SaveError::InProgress | SaveError::Rewriting)) => return None,
-            Some(Err(SaveError::Failed(e))) => {
-                log::warning(&format!("BGSAVE for replication failed: {e}"));
-                let _ = std::fs::remove_file(&path);
-                return None;
-            }
-            None => {}
-        }
-        // Redis sends newlines while the replica waits, so its read
-        // timeout stays quiet. A replica gone meanwhile: its save still
-        // finishes (it cannot stop halfway), then the file is removed.
-        if !gone && keepalive.elapsed() >= Duration::from_secs(1) {
-            keepalive = Instant::now();
-            gone = stream.write_all(b"\n").await.is_err();
-        }
+    let (diskless, delay) = {
+        let config = core.config();
+        (config.repl_diskless_sync && peer.hello.capa_eof, config.repl_diskless_sync_delay)
     };
-    let sent = send_snapshot(core, stream, peer, psync, seq, &path).await;
-    let _ = std::fs::remove_file(&path);
+    let gathering = diskless && delay > 0;
+    let mut waiting = Waiting { stream, keepalive: Instant::now(), gone: false };
+    let (group, saved) = match snapshot_group::enter(core, id, gathering).await {
+        Role::Lead(group) => (group, lead(core, &mut waiting, group, gathering.then_some(delay)).await),
+        Role::Follow(group) => (group, follow(core, &mut waiting, group).await),
+    };
+    let sent = match (&saved, waiting.gone) {
+        (Some((seq, path)), false) => send_snapshot(core, waiting.stream, peer, psync, *seq, path).await,
+        _ => None,
+    };
+    snapshot_group::leave(core, group, saved.map(|(_, path)| path)).await;
     let (pos, eof) = sent?;
     call(core, HUB, move |c| {
         if let Some(r) = c.repl.primary.borrow_mut().as_mut().and_then(|p| p.link(id)) {
@@ -185,6 +164,89 @@ async fn full_sync(
     })
     .await;
     Some((pos, eof))
+}
+
+/// A replica waiting for its snapshot: Redis sends it newlines meanwhile,
+/// so its read timeout stays quiet.
+struct Waiting<'a> {
+    stream: &'a mut ClientStream,
+    keepalive: Instant,
+    /// The replica went away (its group's save still finishes).
+    gone: bool,
+}
+
+impl Waiting<'_> {
+    async fn keep_alive(&mut self) {
+        if !self.gone && self.keepalive.elapsed() >= Duration::from_secs(1) {
+            self.keepalive = Instant::now();
+            self.gone = self.stream.write_all(b"\n").await.is_err();
+        }
+    }
+}
+
+/// The group's leader: waits `gather` seconds for more replicas, then
+/// saves; the snapshot's cut and file (also the followers').
+async fn lead(
+    core: &Rc<Core>,
+    waiting: &mut Waiting<'_>,
+    group: u64,
+    gather: Option<u64>,
+) -> Option<(u64, std::path::PathBuf)> {
+    if let Some(secs) = gather {
+        let until = Instant::now() + Duration::from_secs(secs);
+        while Instant::now() < until {
+            glommio::timer::sleep(until.saturating_duration_since(Instant::now()).min(Duration::from_secs(1))).await;
+            waiting.keep_alive().await;
+        }
+        snapshot_group::advance(core, group, Stage::Saving).await;
+    }
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let file = format!("temp-replsync-{}-{}.rdb", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let path = std::path::Path::new(&core.config().dir).join(&file);
+    // One save, polled between keepalives (dropping it would not stop it).
+    let mut save = Box::pin(save_for_replicas(core, file.clone()));
+    let outcome = loop {
+        let tick = glommio::timer::sleep(Duration::from_secs(1));
+        match futures_lite::future::or(async { Some(save.as_mut().await) }, async {
+            tick.await;
+            None
+        })
+        .await
+        {
+            Some(Ok(seq)) => break Some(seq),
+            // Another save or rewrite runs: ours starts after it.
+            Some(Err(SaveError::InProgress | SaveError::Rewriting)) => {
+                glommio::timer::sleep(Duration::from_millis(20)).await;
+                save = Box::pin(save_for_replicas(core, file.clone()));
+            }
+            Some(Err(SaveError::Failed(e))) => {
+                log::warning(&format!("BGSAVE for replication failed: {e}"));
+                break None;
+            }
+            None => {}
+        }
+        waiting.keep_alive().await;
+    };
+    let stage = match outcome {
+        Some(seq) => Stage::Saved { seq, file: path.to_string_lossy().into_owned() },
+        None => Stage::Failed,
+    };
+    snapshot_group::advance(core, group, stage).await;
+    Some((outcome?, path))
+}
+
+/// A follower: waits for its group's snapshot.
+async fn follow(core: &Rc<Core>, waiting: &mut Waiting<'_>, group: u64) -> Option<(u64, std::path::PathBuf)> {
+    log::notice("Waiting for the snapshot another replica's synchronization is taking");
+    loop {
+        match snapshot_group::stage(core, group).await {
+            Stage::Saved { seq, file } => return Some((seq, file.into())),
+            Stage::Failed => return None,
+            Stage::Gathering | Stage::Saving => {}
+        }
+        glommio::timer::sleep(Duration::from_millis(10)).await;
+        waiting.keep_alive().await;
+    }
 }
 
 /// Waits for the cut's stream position, answers +FULLRESYNC and sends the

@@ -198,7 +198,7 @@ pub struct Ring {
     /// Connection tasks the driver polls ([`Ring::spawn`]).
     tasks: Rc<tasks::Queue>,
     /// Those tasks, run by the driver's turns and by a park's (`serve_parked`).
-    running: RefCell<tasks::Tasks>,
+    running: tasks::Tasks,
     me: std::rc::Weak<Ring>,
 }
 
@@ -318,7 +318,7 @@ impl Ring {
             on_turn: RefCell::new(None),
             on_input: RefCell::new(None),
             tasks: Rc::default(),
-            running: RefCell::default(),
+            running: tasks::Tasks::default(),
             me: me.clone(),
         }))
     }
@@ -794,7 +794,7 @@ impl Ring {
             // The connections this turn's input woke run now, inside the
             // driver, sharing one turn clock.
             self.tell_turn(true);
-            self.running.borrow_mut().run(&self.tasks);
+            self.running.run(&self.tasks);
         }
         // Another turn at once only when there is more to do: completions
         // that woke connections bring them back through a kick when they
@@ -851,6 +851,29 @@ impl Ring {
         !glommio_has_work()
     }
 
+    /// Serves this ring's connections from inside a long synchronous run on
+    /// this thread, as Redis's processEventsWhileBlocked does for a busy
+    /// script: what was queued goes out, input comes in, the connections it
+    /// woke run (the task running the caller is skipped: it is polled
+    /// further up the stack), and their replies go out. A few passes at
+    /// most, as Redis's four iterations; it never waits.
+    pub fn serve_while_blocked(&self) {
+        for _ in 0..4 {
+            self.prepare(&mut self.state.borrow_mut());
+            self.enter();
+            let reaped = self.reap();
+            let woken = self.tasks.has_work();
+            if woken {
+                self.running.run(&self.tasks);
+            }
+            if reaped == 0 && !woken {
+                break;
+            }
+        }
+        self.prepare(&mut self.state.borrow_mut());
+        self.enter();
+    }
+
     /// The driver: runs turns while there is work and waits when there is
     /// none, the executor parking in this ring (or, without `parks_here`,
     /// on its eventfd). Returns after [`Ring::stop`] once everything is
@@ -866,7 +889,7 @@ impl Ring {
         let mut busy_turns = 0u32;
         loop {
             let busy = self.pass();
-            if self.finished() && self.running.borrow().is_empty() && !self.tasks.has_work() {
+            if self.finished() && self.running.is_empty() && !self.tasks.has_work() {
                 return;
             }
             if busy {
@@ -1010,14 +1033,11 @@ impl Ring {
 }
 
 /// Drops the driver's tasks when the driver ends (they hold the ring).
-struct DropTasks<'a>(&'a RefCell<tasks::Tasks>);
+struct DropTasks<'a>(&'a tasks::Tasks);
 
 impl Drop for DropTasks<'_> {
     fn drop(&mut self) {
-        // Taken out before the drops run: a connection's cleanup code must
-        // not find the ring's tasks borrowed.
-        let tasks = std::mem::take(&mut *self.0.borrow_mut());
-        drop(tasks);
+        self.0.drop_all();
     }
 }
 

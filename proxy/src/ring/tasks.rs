@@ -16,13 +16,13 @@
 
 use super::wake::WakeSlot;
 use slab::Slab;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
 
@@ -157,30 +157,37 @@ impl Wake for TaskWaker {
 }
 
 struct Task {
-    future: BoxedTask,
+    /// Out of the slab while it is being polled: a task polled further up
+    /// the stack (a busy script's connection, `Ring::serve_while_blocked`)
+    /// is not polled again inside itself.
+    future: Option<BoxedTask>,
     waker: Waker,
     handle: Arc<TaskWaker>,
 }
 
-/// The driver's tasks: held by the ring, dropped when the driver ends.
+/// The driver's tasks: held by the ring, dropped when the driver ends. No
+/// borrow is held while a task is polled, so a task may run the ring's
+/// other tasks from inside its own poll.
 #[derive(Default)]
 pub(super) struct Tasks {
-    slab: Slab<Task>,
-    /// The batch being run (the ready queue's buffer, swapped).
-    batch: Vec<usize>,
+    slab: RefCell<Slab<Task>>,
+    /// The batch being run (the ready queue's buffer, swapped); empty
+    /// while a run uses it.
+    batch: Cell<Vec<usize>>,
 }
 
 impl Tasks {
     pub(super) fn is_empty(&self) -> bool {
-        self.slab.is_empty()
+        self.slab.borrow().is_empty()
     }
 
     /// Polls every task ready when it starts, once: one woken meanwhile
     /// waits for the next call, so a task that wakes itself (a yield)
     /// cannot hold the driver.
-    pub(super) fn run(&mut self, q: &Queue) {
+    pub(super) fn run(&self, q: &Queue) {
         for future in q.spawned.borrow_mut().drain(..) {
-            let entry = self.slab.vacant_entry();
+            let mut slab = self.slab.borrow_mut();
+            let entry = slab.vacant_entry();
             let handle = Arc::new(TaskWaker {
                 key: entry.key(),
                 queue: q.id,
@@ -189,7 +196,7 @@ impl Tasks {
                 foreign: q.foreign.clone(),
             });
             q.ready.borrow_mut().push(entry.key());
-            entry.insert(Task { future, waker: Waker::from(handle.clone()), handle });
+            entry.insert(Task { future: Some(future), waker: Waker::from(handle.clone()), handle });
         }
         if q.foreign.pending.swap(false, Ordering::Acquire) {
             let woken = std::mem::take(&mut *q.foreign.woken.lock().unwrap_or_else(|e| e.into_inner()));
@@ -197,20 +204,51 @@ impl Tasks {
                 q.queue(&w);
             }
         }
-        std::mem::swap(&mut self.batch, &mut *q.ready.borrow_mut());
-        for i in 0..self.batch.len() {
-            let key = self.batch[i];
-            let Some(task) = self.slab.get_mut(key) else { continue };
-            task.handle.queued.store(false, Ordering::Relaxed);
-            let mut cx = Context::from_waker(&task.waker);
-            if let Poll::Ready(()) = task.future.as_mut().poll(&mut cx) {
+        let mut batch = self.batch.take();
+        std::mem::swap(&mut batch, &mut *q.ready.borrow_mut());
+        let mut running_above = None;
+        for &key in &batch {
+            let (mut future, waker) = {
+                let mut slab = self.slab.borrow_mut();
+                let Some(task) = slab.get_mut(key) else { continue };
+                let Some(future) = task.future.take() else {
+                    // Polled further up the stack: it runs again once back.
+                    running_above = Some(task.handle.clone());
+                    continue;
+                };
+                task.handle.queued.store(false, Ordering::Relaxed);
+                (future, task.waker.clone())
+            };
+            let done = future.as_mut().poll(&mut Context::from_waker(&waker)).is_ready();
+            let mut slab = self.slab.borrow_mut();
+            let Some(task) = slab.get_mut(key) else { continue };
+            if done {
                 task.handle.done.store(true, Ordering::Relaxed);
-                // Dropped here: its stream's release and any wake-ups it
-                // sends only touch the ring's queues, not this slab.
-                drop(self.slab.remove(key));
+                let task = slab.remove(key);
+                // Dropped once the slab is not borrowed: a connection's
+                // cleanup may wake or run other tasks.
+                drop(slab);
+                drop((task, future));
+            } else {
+                task.future = Some(future);
             }
         }
-        self.batch.clear();
+        if let Some(handle) = running_above {
+            handle.queued.store(false, Ordering::Relaxed);
+            q.queue(&handle);
+        }
+        batch.clear();
+        self.batch.set(batch);
+    }
+
+    /// Drops every task (the driver ended), taken out first: a
+    /// connection's cleanup code must not find the slab borrowed.
+    pub(super) fn drop_all(&self) {
+        let all = std::mem::take(&mut *self.slab.borrow_mut());
+        for (_, task) in all.iter() {
+            task.handle.done.store(true, Ordering::Relaxed);
+        }
+        drop(all);
     }
 }
 
@@ -218,7 +256,7 @@ impl Drop for Tasks {
     fn drop(&mut self) {
         // The driver went first (the executor is ending): wakers still held
         // elsewhere find their tasks done.
-        for (_, task) in self.slab.iter() {
+        for (_, task) in self.slab.get_mut().iter() {
             task.handle.done.store(true, Ordering::Relaxed);
         }
     }

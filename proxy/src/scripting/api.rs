@@ -4,7 +4,7 @@
 //! deterministic math.random, and the run context the callbacks reach
 //! through the Lua registry.
 
-use super::context::{CallState, Host, ScriptStatus};
+use super::context::{CallState, Host, RunningScript, ScriptStatus};
 use super::convert::{format_g17, mark_error_counted, push_error, push_reply};
 use super::lua::*;
 use std::cell::Cell;
@@ -35,6 +35,9 @@ pub struct RunCtx<'h> {
     pub status: Option<&'h ScriptStatus>,
     /// Past the busy threshold: other clients may kill it.
     pub timed_out: bool,
+    /// The client's command line and the engine's counts (FUNCTION STATS).
+    pub command: super::context::CommandLine<'h>,
+    pub engine_counts: (usize, usize),
 }
 
 pub unsafe fn set_run_ctx(l: *mut lua_State, ctx: Option<*mut RunCtx<'_>>) {
@@ -224,13 +227,17 @@ pub unsafe extern "C" fn acl_check_cmd(l: *mut lua_State) -> c_int {
     if argc == 0 {
         return raise(l, b"Please specify at least one argument for this redis lib call");
     }
-    let known = lua_args(l, argc).map(|argv| super::context::command_exists(&argv));
-    match known {
-        None => raise(l, b"Lua redis lib command arguments must be strings or integers"),
-        Some(false) => raise(l, b"Invalid command passed to redis.acl_check_cmd()"),
-        // No ACL users: the default user may run everything.
-        Some(true) => {
-            lua_pushboolean(l, 1);
+    let Some(argv) = lua_args(l, argc) else {
+        return raise(l, b"Lua redis lib command arguments must be strings or integers");
+    };
+    let allowed = match run_ctx(l) {
+        Some(ctx) => ctx.host.acl_allows(&argv),
+        None => None,
+    };
+    match allowed {
+        None => raise(l, b"Invalid command passed to redis.acl_check_cmd()"),
+        Some(allowed) => {
+            lua_pushboolean(l, allowed as c_int);
             1
         }
     }
@@ -356,7 +363,8 @@ pub unsafe extern "C" fn count_hook(l: *mut lua_State, _ar: *mut lua_Debug) {
 }
 
 impl RunCtx<'_> {
-    /// True when the script must stop now.
+    /// True when the script must stop now. Past the busy threshold, every
+    /// hook serves the other clients first (Redis's scriptInterrupt).
     fn check_busy(&mut self) -> bool {
         let Some(status) = self.status else { return false };
         use std::sync::atomic::Ordering::Relaxed;
@@ -364,6 +372,14 @@ impl RunCtx<'_> {
             self.timed_out = true;
             status.kill.store(false, Relaxed);
             status.dirty.store(self.call.write_dirty, Relaxed);
+            let (libraries, functions) = self.engine_counts;
+            *status.detail.lock().unwrap_or_else(|e| e.into_inner()) = Some(RunningScript {
+                name: self.funcname.clone(),
+                command: self.command.to_vec(),
+                started: self.started,
+                libraries,
+                functions,
+            });
             status.set_busy(if self.call.eval_mode { 1 } else { 2 });
             crate::log::warning(&format!(
                 "Slow script detected: still in execution after {} milliseconds. You can try killing the script using the {} command. Script name is: {}.",
@@ -372,7 +388,20 @@ impl RunCtx<'_> {
                 self.funcname
             ));
         }
-        if self.timed_out && status.kill.load(Relaxed) && !self.call.write_dirty {
+        if !self.timed_out {
+            return false;
+        }
+        if self.host.while_busy() {
+            if self.call.write_dirty {
+                // Its writes so far must not outlive it (Redis exits with
+                // them unpropagated): this core's shutdown would log them.
+                crate::log::warning("Shutdown during a script that wrote: exiting without its effects.");
+                std::process::exit(0);
+            }
+            crate::log::warning("Lua script ended by the server's shutdown.");
+            return true;
+        }
+        if status.kill.load(Relaxed) && !self.call.write_dirty {
             crate::log::warning("Lua script killed by user with SCRIPT KILL.");
             return true;
         }

@@ -12,6 +12,19 @@ pub trait Host {
     /// script"...) that `redis.call` raises as an error.
     fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String>;
 
+    /// Called by a script past the busy threshold, every hook: serves
+    /// other clients meanwhile (Redis's processEventsWhileBlocked). True
+    /// when the server is shutting down and the script must end.
+    fn while_busy(&mut self) -> bool {
+        false
+    }
+
+    /// `redis.acl_check_cmd`: whether the script's user may run `argv`
+    /// (its command, keys and channels); `None` when no such command.
+    fn acl_allows(&mut self, argv: &[Vec<u8>]) -> Option<bool> {
+        command_exists(argv).then_some(true)
+    }
+
     /// `redis.log`.
     fn log(&mut self, level: i32, msg: &[u8]) {
         let level = match level {
@@ -59,6 +72,19 @@ pub struct ScriptStatus {
     pub dirty: AtomicBool,
     /// Kill requested.
     pub kill: AtomicBool,
+    /// What FUNCTION STATS shows of it while busy.
+    pub detail: std::sync::Mutex<Option<RunningScript>>,
+}
+
+/// A busy script as FUNCTION STATS shows it (Redis's `running_script`),
+/// with the engine's counts: the engine itself is in use meanwhile.
+#[derive(Clone)]
+pub struct RunningScript {
+    pub name: String,
+    pub command: Vec<Vec<u8>>,
+    pub started: std::time::Instant,
+    pub libraries: usize,
+    pub functions: usize,
 }
 
 thread_local! {
@@ -94,6 +120,7 @@ impl ScriptStatus {
     pub(crate) fn reset(&self) {
         if self.running.swap(0, Ordering::Relaxed) != 0 {
             BUSY_SCRIPTS.fetch_sub(1, Ordering::Relaxed);
+            *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
         self.dirty.store(false, Ordering::Relaxed);
         self.kill.store(false, Ordering::Relaxed);
@@ -113,6 +140,29 @@ pub struct RunOptions<'a> {
     pub slot: Option<u16>,
     /// Out of memory at the script's start (Redis's pre_command_oom_state).
     pub oom: bool,
+    /// The client's command line, for FUNCTION STATS while it is busy.
+    pub command: CommandLine<'a>,
+    /// The engine's libraries and functions, for FUNCTION STATS meanwhile.
+    pub engine_counts: (usize, usize),
+}
+
+/// EVAL*/FCALL*'s command line in its parts (nothing copied unless a
+/// script turns busy).
+#[derive(Clone, Copy, Default)]
+pub struct CommandLine<'a> {
+    pub name: &'static str,
+    pub script: &'a [u8],
+    pub keys: &'a [&'a [u8]],
+    pub args: &'a [&'a [u8]],
+}
+
+impl CommandLine<'_> {
+    pub fn to_vec(&self) -> Vec<Vec<u8>> {
+        let mut argv =
+            vec![self.name.as_bytes().to_vec(), self.script.to_vec(), self.keys.len().to_string().into_bytes()];
+        argv.extend(self.keys.iter().chain(self.args).map(|a| a.to_vec()));
+        argv
+    }
 }
 
 /// The SHA1 of a script, in lower-case hex.

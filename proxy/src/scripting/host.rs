@@ -147,6 +147,26 @@ impl CoreHost<'_> {
 }
 
 impl Host for CoreHost<'_> {
+    /// This core's other clients are served (BUSY, or SCRIPT KILL,
+    /// SHUTDOWN NOSAVE...); a shutdown requested on any core ends the script.
+    fn while_busy(&mut self) -> bool {
+        self.core.serve_while_blocked();
+        self.core.process.shutting_down()
+    }
+
+    /// The script's user (the caller's) against the command, its keys and
+    /// channels, as ACL checks a client's command.
+    fn acl_allows(&mut self, argv: &[Vec<u8>]) -> Option<bool> {
+        let mut spec = self.core.commands.lookup(&argv[0])?;
+        if !spec.subcommands.is_empty() && argv.len() > 1 {
+            spec = spec.subcommand(&argv[1])?;
+        }
+        let Some(user) = &self.user else { return Some(true) };
+        let Some(id) = crate::acl::commands::registry().id_of(spec) else { return Some(true) };
+        let (buf, ranges) = super::context::flatten(argv);
+        Some(user.check(id, &Args::new(&buf, &ranges)).is_ok())
+    }
+
     /// A command the script called, counted here as Redis's scriptCall and
     /// call() count the script client's commands (slow log client "?:0").
     fn call(&mut self, argv: &[&[u8]], call: &mut CallState) -> Result<Vec<u8>, String> {

@@ -65,6 +65,8 @@ pub unsafe fn run_function(
         busy_threshold_ms: opts.busy_threshold_ms,
         status: opts.status,
         timed_out: false,
+        command: opts.command,
+        engine_counts: opts.engine_counts,
     };
     api::set_run_ctx(l, Some(&mut ctx as *mut RunCtx));
     let hooked = opts.busy_threshold_ms > 0 && opts.status.is_some();

@@ -47,6 +47,8 @@ fn opts(resp3: bool) -> RunOptions<'static> {
         status: None,
         slot: None,
         oom: false,
+        command: Default::default(),
+        engine_counts: (0, 0),
     }
 }
 

@@ -32,24 +32,34 @@ fn bit_offset(arg: &[u8], hash_bits: Option<u32>, max_bulk: u64) -> Option<u64> 
 }
 
 /// Runs `f` on the string at `key` made mutable and zero-padded to `len`
-/// bytes, creating it when missing; WRONGTYPE for other types.
+/// bytes, creating it when missing; WRONGTYPE for other types. `f` is told
+/// whether the string was created or grown (Redis's lookupStringForBitCommand
+/// `dirty`: a change even when no bit does).
 fn with_bits<R>(
     db: &mut Db,
     key: &[u8],
     len: usize,
     now: u64,
-    f: impl FnOnce(&mut Vec<u8>) -> R,
+    f: impl FnOnce(&mut Vec<u8>, bool) -> R,
 ) -> Result<R, &'static str> {
-    let raw = match db.get(key, now) {
+    let (raw, created) = match db.get(key, now) {
         Some(e) if !e.value.is_string() => return Err(WRONGTYPE),
-        Some(e) => e.value.make_raw(),
-        None => db.set(key, Value::Raw(Box::new(vec![0; len])), Ttl::Clear, now).value.make_raw(),
+        Some(e) => (e.value.make_raw(), false),
+        None => (db.set(key, Value::Raw(Box::new(vec![0; len])), Ttl::Clear, now).value.make_raw(), true),
     };
     let raw = raw.ok_or(WRONGTYPE)?;
-    if raw.len() < len {
+    let grown = raw.len() < len;
+    if grown {
         crate::value::grow_zeroed(raw, len);
     }
-    Ok(f(raw))
+    Ok(f(raw, created || grown))
+}
+
+/// Redis counts a bit write's changes in `rdb_changes_since_last_save`
+/// (none when every bit kept its value or it failed, several for a
+/// BITFIELD's several writes) where `execute` counted the command once.
+fn count_changes(s: &mut Shard, changes: u64) {
+    s.dirty = s.dirty.saturating_sub(1) + changes;
 }
 
 #[inline]
@@ -58,27 +68,44 @@ fn byte_at(bytes: &[u8], i: u64) -> u8 {
 }
 
 pub fn setbit(s: &mut Shard, ctx: &mut Ctx, args: Args) {
+    let changed = setbit_changed(s, ctx, args);
+    count_changes(s, changed as u64);
+}
+
+/// SETBIT: whether it changed the string (a bit, or its length).
+fn setbit_changed(s: &mut Shard, ctx: &mut Ctx, args: Args) -> bool {
     let Some(offset) = bit_offset(args.get(2), None, s.config.proto_max_bulk_len) else {
-        return ctx.reply.error(BIT_OFFSET);
+        ctx.reply.error(BIT_OFFSET);
+        return false;
     };
     let on = match parse_i64(args.get(3)) {
         Some(v @ (0 | 1)) => v as u8,
-        _ => return ctx.reply.error(BIT_VALUE),
+        _ => {
+            ctx.reply.error(BIT_VALUE);
+            return false;
+        }
     };
     let shift = 7 - (offset & 7) as u8;
     let byte = (offset >> 3) as usize;
-    let old = with_bits(&mut s.dbs[ctx.db], args.get(1), byte + 1, ctx.now, |bits| {
+    let old = with_bits(&mut s.dbs[ctx.db], args.get(1), byte + 1, ctx.now, |bits, resized| {
         let b = bits.get_mut(byte)?;
         let old = (*b >> shift) & 1;
         *b = (*b & !(1 << shift)) | (on << shift);
-        Some(old)
+        Some((old, resized || old != on))
     });
     match old {
         Ok(old) => {
-            ctx.reply.int(old.unwrap_or(0) as i64);
-            s.notify(crate::notify::STRING, "setbit", ctx.db, args.get(1));
+            let (old, changed) = old.unwrap_or((0, true));
+            ctx.reply.int(old as i64);
+            if changed {
+                s.notify(crate::notify::STRING, "setbit", ctx.db, args.get(1));
+            }
+            changed
         }
-        Err(e) => ctx.reply.error(e),
+        Err(e) => {
+            ctx.reply.error(e);
+            false
+        }
     }
 }
 
@@ -477,8 +504,9 @@ fn fit(target: i128, signed: bool, bits: u32, overflow: Overflow) -> Option<i64>
     }
 }
 
-/// Runs one SET or INCRBY; the reply value, `None` for a refused overflow.
-fn write_field(bytes: &mut [u8], f: &Field) -> Option<i64> {
+/// Runs one SET or INCRBY; the reply value and whether the field's value
+/// changed, `None` for a refused overflow.
+fn write_field(bytes: &mut [u8], f: &Field) -> Option<(i64, bool)> {
     let old = get_field(bytes, f.offset, f.bits, f.signed);
     // A SET value is a field value as C casts it: unsigned reads it as u64.
     let target = match (f.op, f.signed) {
@@ -488,13 +516,17 @@ fn write_field(bytes: &mut [u8], f: &Field) -> Option<i64> {
     };
     let new = fit(target, f.signed, f.bits, f.overflow)?;
     set_field(bytes, f.offset, f.bits, new as u64);
-    Some(if f.op == FieldOp::Incr { new } else { old })
+    Some((if f.op == FieldOp::Incr { new } else { old }, new != old))
 }
 
-fn bitfield_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, read_only: bool) {
+/// BITFIELD and BITFIELD_RO; the number of writes that changed the string.
+fn bitfield_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, read_only: bool) -> u64 {
     let fields = match parse_fields(&args, s.config.proto_max_bulk_len) {
         Ok(f) => f,
-        Err(e) => return ctx.reply.error(e),
+        Err(e) => {
+            ctx.reply.error(e);
+            return 0;
+        }
     };
     let db = &mut s.dbs[ctx.db];
     let key = args.get(1);
@@ -505,28 +537,32 @@ fn bitfield_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, read_only: bool) {
             None => &[][..],
             Some(e) => match e.value.string_bytes(&mut scratch).filter(|_| e.value.is_string()) {
                 Some(b) => b,
-                None => return ctx.reply.error(WRONGTYPE),
+                None => {
+                    ctx.reply.error(WRONGTYPE);
+                    return 0;
+                }
             },
         };
         ctx.reply.array(fields.len());
         for f in &fields {
             ctx.reply.int(get_field(bytes, f.offset, f.bits, f.signed));
         }
-        return;
+        return 0;
     };
     if read_only {
-        return ctx.reply.error("ERR BITFIELD_RO only supports the GET subcommand");
+        ctx.reply.error("ERR BITFIELD_RO only supports the GET subcommand");
+        return 0;
     }
     let reply = &mut ctx.reply;
     let mut changes = 0;
-    let done = with_bits(db, key, (highest >> 3) as usize + 1, ctx.now, |bytes| {
+    let done = with_bits(db, key, (highest >> 3) as usize + 1, ctx.now, |bytes, resized| {
         reply.array(fields.len());
         for f in &fields {
             match f.op {
                 FieldOp::Get => reply.int(get_field(bytes, f.offset, f.bits, f.signed)),
                 _ => match write_field(bytes, f) {
-                    Some(v) => {
-                        changes += 1;
+                    Some((v, changed)) => {
+                        changes += (resized || changed) as u64;
                         reply.int(v)
                     }
                     None => reply.null(),
@@ -535,18 +571,26 @@ fn bitfield_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, read_only: bool) {
         }
     });
     match done {
-        Err(e) => ctx.reply.error(e),
-        Ok(()) if changes > 0 => s.notify(crate::notify::STRING, "setbit", ctx.db, key),
-        Ok(()) => {}
+        Err(e) => {
+            ctx.reply.error(e);
+            0
+        }
+        Ok(()) => {
+            if changes > 0 {
+                s.notify(crate::notify::STRING, "setbit", ctx.db, key);
+            }
+            changes
+        }
     }
 }
 
 pub fn bitfield(s: &mut Shard, ctx: &mut Ctx, args: Args) {
-    bitfield_generic(s, ctx, args, false)
+    let changes = bitfield_generic(s, ctx, args, false);
+    count_changes(s, changes);
 }
 
 pub fn bitfield_ro(s: &mut Shard, ctx: &mut Ctx, args: Args) {
-    bitfield_generic(s, ctx, args, true)
+    bitfield_generic(s, ctx, args, true);
 }
 
 /// The bitmap commands (BITOP over several shards runs in the proxy).

@@ -45,7 +45,9 @@ pub fn flushdb(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         // lazy-free thread.
         s.stats.lazyfreed += s.dbs[ctx.db].len() as u64;
     }
+    let flushed = blocked_keys_in(s, ctx.db);
     s.dbs[ctx.db].clear();
+    signal_all(s, ctx.db, flushed);
     ctx.reply.ok()
 }
 
@@ -54,13 +56,31 @@ pub fn flushall(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         return ctx.reply.error(SYNTAX);
     }
     let lazy = args.len() == 2 && args.is(1, "async");
-    for db in &mut s.dbs {
+    for i in 0..s.dbs.len() {
         if lazy {
-            s.stats.lazyfreed += db.len() as u64;
+            s.stats.lazyfreed += s.dbs[i].len() as u64;
         }
-        db.clear();
+        let flushed = blocked_keys_in(s, i);
+        s.dbs[i].clear();
+        signal_all(s, i, flushed);
     }
     ctx.reply.ok()
+}
+
+/// The keys of `db` that clients block on: a flush removes them, and the
+/// clients get a look (an XREADGROUP is told its stream is gone, as
+/// Redis's scanDatabaseForDeletedStreams does).
+fn blocked_keys_in(s: &Shard, db: usize) -> Vec<Vec<u8>> {
+    if s.watched.is_empty() {
+        return Vec::new();
+    }
+    s.watched.keys().filter(|k| s.dbs[db].has_entry(k)).cloned().collect()
+}
+
+fn signal_all(s: &mut Shard, db: usize, keys: Vec<Vec<u8>>) {
+    for key in keys {
+        s.signal_ready(db, &key);
+    }
 }
 
 /// SWAPDB a b, on every shard (as one coordinator unit over all of them).

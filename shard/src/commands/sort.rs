@@ -101,6 +101,7 @@ impl Opts<'_> {
             desc: self.desc,
             dontsort: self.dontsort,
             store: self.store.is_some(),
+            scripted: false,
             limit_start: self.limit_start,
             limit_count: self.limit_count,
         }
@@ -113,6 +114,9 @@ pub struct Shape {
     pub desc: bool,
     pub dontsort: bool,
     pub store: bool,
+    /// Run by a script (Redis's CLIENT_SCRIPT), whose output must not
+    /// depend on a set's order either.
+    pub scripted: bool,
     pub limit_start: i64,
     pub limit_count: i64,
 }
@@ -122,15 +126,16 @@ pub struct Collected {
     pub elems: Vec<Vec<u8>>,
     pub start: i64,
     pub end: i64,
-    /// A set stored BY a constant is sorted ALPHA instead (Redis makes the
-    /// result deterministic for replicas).
+    /// A set stored, or sorted by a script, BY a constant is sorted ALPHA
+    /// instead (Redis makes the result deterministic for replicas and
+    /// scripts).
     pub set_sorted_alpha: bool,
 }
 
 /// The source's elements, as sortCommandGeneric collects them; `Err`: the
 /// key holds another type.
 pub fn collect(value: Option<&Value>, sh: Shape) -> Result<Collected, WrongType> {
-    let set_sorted_alpha = sh.dontsort && sh.store && matches!(value, Some(Value::Set(_)));
+    let set_sorted_alpha = sh.dontsort && (sh.store || sh.scripted) && matches!(value, Some(Value::Set(_)));
     let dontsort = sh.dontsort && !set_sorted_alpha;
     let len = match value {
         None => 0,
@@ -345,7 +350,8 @@ fn sort_generic(s: &mut Shard, ctx: &mut Ctx, args: Args, readonly: bool) {
         Some(_) => stats.keyspace_hits += 1,
         None => stats.keyspace_misses += 1,
     }
-    let collected = match collect(source.map(|e| &e.value), o.shape()) {
+    let shape = Shape { scripted: s.scripted, ..o.shape() };
+    let collected = match collect(source.map(|e| &e.value), shape) {
         Ok(c) => c,
         Err(WrongType) => return ctx.reply.error(WRONGTYPE),
     };

@@ -6,7 +6,8 @@
 //!
 //! Writes log their own effects as Redis propagates them (XADD with the ID
 //! it picked and an exact trim, XREADGROUP as XCLAIMs...); `propagate.rs`
-//! leaves stream commands to them.
+//! leaves stream commands to them. They raise t_stream.c's keyspace events
+//! (class `t`) where and in the order Redis does.
 
 pub mod group;
 pub mod info;
@@ -16,6 +17,7 @@ use super::prelude::*;
 use super::Ctx;
 use crate::args::{parse_i64, Args};
 use crate::db::{Db, Ttl};
+use crate::notify;
 use crate::reply::errors::*;
 use crate::reply::Reply;
 use crate::shard::Shard;
@@ -380,8 +382,10 @@ fn xadd(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         }
     };
     reply_id(&mut ctx.reply, id);
-    if let Some(t) = &p.trim {
-        stream.trim(t);
+    let trimmed = p.trim.as_ref().map_or(0, |t| stream.trim(t));
+    s.notify(notify::STREAM, "xadd", db, key);
+    if trimmed > 0 {
+        s.notify(notify::STREAM, "xtrim", db, key);
     }
     if s.effects.is_some() {
         let Ok(Some(stream)) = stream_mut(&mut s.dbs[db], key, ctx.now) else { return };
@@ -456,6 +460,7 @@ fn xdel(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let deleted = ids.iter().filter(|id| st.delete(**id)).count();
     ctx.reply.int(deleted as i64);
     if deleted > 0 {
+        s.notify(notify::STREAM, "xdel", db, key);
         let parts: Vec<Vec<u8>> = args.iter().map(<[u8]>::to_vec).collect();
         log_parts(s, db, &parts);
     }
@@ -474,6 +479,9 @@ fn xtrim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     };
     let deleted = p.trim.map_or(0, |t| st.trim(&t));
     ctx.reply.int(deleted as i64);
+    if deleted > 0 {
+        s.notify(notify::STREAM, "xtrim", db, key);
+    }
     if deleted > 0 && s.effects.is_some() {
         let Ok(Some(st)) = stream_mut(&mut s.dbs[db], key, ctx.now) else { return };
         let parts = rewritten(&args, &p, st, None);
@@ -536,6 +544,7 @@ fn xsetid(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         st.max_deleted_id = max_xdel;
     }
     ctx.reply.ok();
+    s.notify(notify::STREAM, "xsetid", db, key);
     let parts: Vec<Vec<u8>> = args.iter().map(<[u8]>::to_vec).collect();
     log_parts(s, db, &parts);
 }

@@ -125,6 +125,11 @@ pub fn close_idle() {
     });
 }
 
+/// This core's cached connections (INFO's migrate_cached_sockets).
+pub fn cached() -> usize {
+    CACHE.try_with(|c| c.try_borrow().map_or(0, |cache| cache.len())).unwrap_or(0)
+}
+
 /// Shutdown: every cached connection closed while the executor runs.
 pub fn close_all() {
     let _ = CACHE.try_with(|c| c.take());

@@ -9,6 +9,7 @@ use super::{
 use crate::args::Args;
 use crate::commands::Ctx;
 use crate::db::Ttl;
+use crate::notify;
 use crate::reply::errors::*;
 use crate::shard::Shard;
 use crate::types::stream::group::{Group, Nack, INVALID_ENTRIES_READ};
@@ -166,6 +167,7 @@ pub fn xgroup(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         }
         st.groups.insert(name.into(), Group::new(id, entries_read));
         ctx.reply.ok();
+        s.notify(notify::STREAM, "xgroup-create", db, key);
         // A stream MKSTREAM made goes out as the XGROUP that made it.
         verbatim(s);
     } else if setid && (argc == 5 || argc == 7) {
@@ -182,11 +184,13 @@ pub fn xgroup(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         g.last_id = id;
         g.entries_read = entries_read;
         ctx.reply.ok();
+        s.notify(notify::STREAM, "xgroup-setid", db, key);
         verbatim(s);
     } else if sub.eq_ignore_ascii_case(b"destroy") && argc == 4 {
         let Ok(Some(st)) = stream_mut(&mut s.dbs[db], key, now) else { return };
         if st.groups.remove(name).is_some() {
             ctx.reply.int(1);
+            s.notify(notify::STREAM, "xgroup-destroy", db, key);
             verbatim(s);
         } else {
             ctx.reply.int(0);
@@ -197,6 +201,7 @@ pub fn xgroup(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         let created = g.create_consumer(args.get(4), now);
         ctx.reply.int(created as i64);
         if created {
+            s.notify(notify::STREAM, "xgroup-createconsumer", db, key);
             verbatim(s);
         }
     } else if sub.eq_ignore_ascii_case(b"delconsumer") && argc == 5 {
@@ -205,6 +210,7 @@ pub fn xgroup(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         match g.delete_consumer(args.get(4)) {
             Some(pending) => {
                 ctx.reply.int(pending as i64);
+                s.notify(notify::STREAM, "xgroup-delconsumer", db, key);
                 verbatim(s);
             }
             None => ctx.reply.int(0),
@@ -349,13 +355,14 @@ pub fn xpending(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     r.raw(&body);
 }
 
-/// Makes `name` a consumer of `g` if needed (XCLAIM, XREADGROUP), refreshing
-/// its seen time.
-pub fn consumer_of(g: &mut Group, name: &[u8], now: u64) -> Arc<[u8]> {
-    g.create_consumer(name, now);
+/// Makes `name` a consumer of `g` if needed (XCLAIM, XAUTOCLAIM,
+/// XREADGROUP), refreshing its seen time; true when it was created (the
+/// caller raises `xgroup-createconsumer`, as streamCreateConsumer does).
+pub fn consumer_of(g: &mut Group, name: &[u8], now: u64) -> (Arc<[u8]>, bool) {
+    let created = g.create_consumer(name, now);
     let c = g.consumers.get_mut(name).expect("consumer");
     c.seen_time = now;
-    c.name.clone()
+    (c.name.clone(), created)
 }
 
 pub fn xclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
@@ -423,6 +430,7 @@ pub fn xclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     }
     let mut effects: Vec<super::group::Effect> = Vec::new();
     let mut propagate_last_id = false;
+    let created;
     {
         let exists: Vec<bool> = ids.iter().map(|id| st.exists(*id)).collect();
         let Stream { groups, .. } = &mut *st;
@@ -433,7 +441,7 @@ pub fn xclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         }
         let deliverytime = if deliverytime < 0 || deliverytime > now as i64 { now } else { deliverytime as u64 };
         let mut claimed: Vec<StreamId> = Vec::new();
-        let mut consumer: Option<Arc<[u8]>> = None;
+        let mut consumer: Option<(Arc<[u8]>, bool)> = None;
         for (id, exists) in ids.iter().zip(exists) {
             let id = *id;
             if !exists {
@@ -454,7 +462,7 @@ pub fn xclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
                     continue;
                 }
             }
-            let c = consumer.get_or_insert_with(|| consumer_of(g, args.get(3), now)).clone();
+            let c = consumer.get_or_insert_with(|| consumer_of(g, args.get(3), now)).0.clone();
             g.assign(id, &c, now, false);
             let nack = g.pel.get_mut(&id).expect("nack");
             nack.delivery_time = deliverytime;
@@ -472,6 +480,10 @@ pub fn xclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
             effects.push(setid_effect(key, name, g));
         }
         reply_claimed(&mut ctx.reply, st, &claimed, justid);
+        created = consumer.is_some_and(|(_, created)| created);
+    }
+    if created {
+        s.notify(notify::STREAM, "xgroup-createconsumer", db, key);
     }
     log_all(s, db, &effects);
 }
@@ -535,7 +547,7 @@ pub fn xautoclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     let pending: Vec<StreamId> = st.groups[name].pel.range(start..).map(|(k, _)| *k).collect();
     let exists: Vec<bool> = pending.iter().map(|id| st.exists(*id)).collect();
     let g = st.groups.get_mut(name).expect("group");
-    let mut consumer: Option<Arc<[u8]>> = None;
+    let mut consumer: Option<(Arc<[u8]>, bool)> = None;
     let mut at = 0;
     while attempts > 0 && count > 0 && at < pending.len() {
         attempts -= 1;
@@ -555,7 +567,7 @@ pub fn xautoclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
         if minidle != 0 && (now as i64 - nack.delivery_time as i64) < minidle {
             continue;
         }
-        let c = consumer.get_or_insert_with(|| consumer_of(g, args.get(3), now)).clone();
+        let c = consumer.get_or_insert_with(|| consumer_of(g, args.get(3), now)).0.clone();
         g.assign(id, &c, now, false);
         let nack = g.pel.get_mut(&id).expect("nack");
         nack.delivery_time = now;
@@ -575,6 +587,9 @@ pub fn xautoclaim(s: &mut Shard, ctx: &mut Ctx, args: Args) {
     r.array(deleted.len());
     for id in deleted {
         reply_id(r, id);
+    }
+    if consumer.is_some_and(|(_, created)| created) {
+        s.notify(notify::STREAM, "xgroup-createconsumer", db, key);
     }
     log_all(s, db, &effects);
 }

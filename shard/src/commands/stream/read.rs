@@ -164,6 +164,7 @@ pub fn serve(
 ) -> Option<Vec<u8>> {
     let mut effects: Vec<Effect> = Vec::new();
     let mut piece = Vec::new();
+    let created;
     let count = if blocked && x.count == 0 { BLOCKED_DEFAULT_COUNT } else { x.count } as usize;
     {
         let st = match stream_mut(&mut s.dbs[db], key, now) {
@@ -205,9 +206,9 @@ pub fn serve(
             }
         };
         start_piece(&mut r);
-        let created = !g.consumers.contains_key(cname.as_slice());
         let g = st.groups.get_mut(gname.as_slice()).expect("group");
-        let consumer = consumer_of(g, cname, now);
+        let consumer;
+        (consumer, created) = consumer_of(g, cname, now);
         if created && x.noack {
             effects.push(vec![
                 b"XGROUP".to_vec(),
@@ -283,6 +284,9 @@ pub fn serve(
                 effects.push(setid_effect(key, gname, g));
             }
         }
+    }
+    if created {
+        s.notify(crate::notify::STREAM, "xgroup-createconsumer", db, key);
     }
     log_all(s, db, &effects);
     Some(piece)
