@@ -15,6 +15,7 @@ pub mod execute;
 pub mod fd_limit;
 pub mod fd_shed;
 pub mod latency;
+pub mod listen;
 pub mod log;
 pub mod mesh;
 pub mod metrics;
