@@ -310,6 +310,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         save_status: Default::default(),
         signal_shutdown: Default::default(),
         scripts: (0..shards).map(|_| Default::default()).collect(),
+        client_memory: (0..shards).map(|_| Default::default()).collect(),
     });
     let placement: Vec<String> = cpus.iter().enumerate().map(|(i, c)| format!("shard {i} -> CPU {c}")).collect();
     log::notice(&format!("Shards pinned: {}", placement.join(", ")));

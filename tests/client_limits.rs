@@ -709,3 +709,111 @@ fn a_big_argument_is_held_once() {
         );
     }
 }
+
+/// A connection on core `core` of `cores` (any on redis-server), named
+/// `name`.
+fn named_on_core(port: u16, cores: usize, core: usize, name: &str) -> Raw {
+    for _ in 0..200 {
+        let mut raw = Raw::connect(port);
+        if ((int(raw.cmd(&[b"CLIENT", b"ID"])) - 1) as usize) % cores == core % cores {
+            assert_eq!(raw.cmd(&[b"CLIENT", b"SETNAME", name.as_bytes()]), Value::Simple(b"OK".to_vec()));
+            return raw;
+        }
+    }
+    panic!("no connection landed on core {core}");
+}
+
+/// CLIENT LIST's `tot-mem=` of the client named `name` (0 when gone).
+fn client_memory(port: u16, name: &str) -> u64 {
+    let list = text(Raw::connect(port).cmd(&[b"CLIENT", b"LIST"]));
+    let line = list.lines().find(|l| l.split(' ').any(|f| f == format!("name={name}")));
+    line.map_or(0, |l| max_field(l, "tot-mem="))
+}
+
+/// Sends the start of `SET k <len bytes>`, its header and half its bytes
+/// (the server makes room for the whole argument), and waits until the
+/// server counts it in the client's memory, or has closed the client.
+fn hold_big_argument(port: u16, raw: &mut Raw, name: &str, len: usize) {
+    // The server may close it as soon as it sees the header (Redis makes
+    // room for the argument then): the rest of the writes may fail.
+    let _ = raw.stream.write_all(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${len}\r\n").as_bytes());
+    let _ = raw.stream.write_all(&vec![b'x'; len / 2]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let held = client_memory(port, name);
+        if held == 0 || held >= len as u64 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} never counted its query buffer");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn evicted_clients(port: u16) -> u64 {
+    let info = text(Raw::connect(port).cmd(&[b"INFO", b"stats"]));
+    info.lines().find_map(|l| l.strip_prefix("evicted_clients:")).expect("evicted_clients").trim().parse().unwrap()
+}
+
+/// `maxmemory-clients` as Redis 7.0's client eviction: when the clients'
+/// memory together reaches the limit, the largest evictable client is
+/// closed (not the one that just grew), and only until the rest is under
+/// it; CLIENT NO-EVICT clients are counted but never closed; a lower limit
+/// (here as a percentage of maxmemory) evicts at once; INFO stats counts
+/// them in evicted_clients. The big clients hold partial arguments of 4,
+/// 2 and 1 MB (limit 5 MB), each on another core of the 3-shard server.
+#[test]
+fn clients_over_maxmemory_clients_are_evicted_largest_first() {
+    let ok = Value::Simple(b"OK".to_vec());
+    let (four, two, one) = (4_000_000, 2_000_000, 1_000_000);
+    each_server(|server, port, cores| {
+        let mut admin = Raw::connect(port);
+        assert_eq!(admin.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), ok);
+        assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"5mb"]), ok);
+        assert_eq!(evicted_clients(port), 0, "{server}");
+
+        // 4 MB, then 2 MB: over; the 4 MB one goes, though the 2 MB one grew.
+        let mut big = named_on_core(port, cores, 0, "big");
+        hold_big_argument(port, &mut big, "big", four);
+        let mut medium = named_on_core(port, cores, 1, "medium");
+        hold_big_argument(port, &mut medium, "medium", two);
+        assert!(gone_within(port, "big", Duration::from_secs(10)), "{server}: the largest client stays");
+        assert!(big.closed(), "{server}");
+        // 1 MB more: under the limit, nothing goes.
+        let mut small = named_on_core(port, cores, 2, "small");
+        hold_big_argument(port, &mut small, "small", one);
+        assert!(connected(port, "medium") && connected(port, "small"), "{server}: evicted below the limit");
+        assert_eq!(evicted_clients(port), 1, "{server}");
+        drop((medium, small));
+        assert!(
+            gone_within(port, "medium", Duration::from_secs(10)) && gone_within(port, "small", Duration::from_secs(10))
+        );
+
+        // A no-evict client is counted, never closed: the next largest goes.
+        let mut protected = named_on_core(port, cores, 1, "protected");
+        assert_eq!(protected.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), ok);
+        hold_big_argument(port, &mut protected, "protected", four);
+        let mut victim = named_on_core(port, cores, 2, "victim");
+        hold_big_argument(port, &mut victim, "victim", two);
+        assert!(gone_within(port, "victim", Duration::from_secs(10)), "{server}: the evictable client stays");
+        assert!(connected(port, "protected"), "{server}: a no-evict client was evicted");
+        assert_eq!(evicted_clients(port), 2, "{server}");
+        drop(protected);
+        assert!(gone_within(port, "protected", Duration::from_secs(10)));
+
+        // No limit: nothing goes; a limit of 5% of 100 MB then: the
+        // largest goes at once.
+        assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"0"]), ok);
+        let mut a = named_on_core(port, cores, 2, "a");
+        hold_big_argument(port, &mut a, "a", four);
+        let mut b = named_on_core(port, cores, 0, "b");
+        hold_big_argument(port, &mut b, "b", two);
+        assert!(connected(port, "a") && connected(port, "b"), "{server}: evicted without a limit");
+        assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"100mb", b"maxmemory-clients", b"5%"]), ok);
+        assert!(gone_within(port, "a", Duration::from_secs(10)), "{server}: a lower limit evicted nothing");
+        assert!(connected(port, "b"), "{server}");
+        assert_eq!(evicted_clients(port), 3, "{server}");
+        assert_eq!(admin.cmd(&[b"CONFIG", b"RESETSTAT"]), ok);
+        assert_eq!(evicted_clients(port), 0, "{server}");
+        assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"0", b"maxmemory-clients", b"0"]), ok);
+    });
+}

@@ -64,6 +64,9 @@ pub struct ClientInfo {
     /// `client-output-buffer-limit` (Redis's obuf_soft_limit_reached_time),
     /// shared by every check: the connection's writes, pushes, the cron.
     pub soft_limit_since: Option<u64>,
+    /// Its memory as last counted into its core's total for
+    /// `maxmemory-clients` (Redis's last_memory_usage; client_evict.rs).
+    pub counted_memory: u64,
 }
 
 /// CLIENT UNBLOCK's word to a connection blocked in a pop (from any core).

@@ -118,6 +118,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 unblock: None,
                 killed: Default::default(),
                 soft_limit_since: None,
+                counted_memory: 0,
                 output: stream.output_probe(),
                 rbs: 0,
                 rbp: 0,
@@ -171,7 +172,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         // CLIENT TRACKING: clients redirecting here learn it is gone.
         crate::tracking::closed(&core, id);
         pubsub::forget(&mut conn);
-        core.clients.borrow_mut().list.remove(registry_key);
+        let gone = core.clients.borrow_mut().list.remove(registry_key);
+        crate::client_evict::forget(&core, &gone);
     }
     let _ = stream.close().await;
     process.connected_clients.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -518,6 +520,7 @@ impl Connection {
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
             c.omem = omem;
         }
+        crate::client_evict::recount(&self.core, self.state.registry_key);
     }
 
     /// SYNC/PSYNC: from here on the socket carries the replication stream.
@@ -568,6 +571,8 @@ impl Connection {
             c.omem = 0;
             c.multi = self.state.multi.as_ref().map_or((-1, 0), |q| q.size());
         }
+        drop(clients);
+        crate::client_evict::recount(&self.core, self.state.registry_key);
     }
 }
 

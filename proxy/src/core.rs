@@ -66,6 +66,19 @@ pub struct Process {
     pub signal_shutdown: AtomicBool,
     /// Each core's running script, for SCRIPT KILL / FUNCTION KILL.
     pub scripts: Vec<crate::scripting::context::ScriptStatus>,
+    /// Each core's client memory, for client eviction.
+    pub client_memory: Vec<ClientMemory>,
+}
+
+/// One core's client memory for `maxmemory-clients` (client_evict.rs),
+/// read by every core.
+#[derive(Default)]
+pub struct ClientMemory {
+    /// Memory of the core's normal and pubsub clients.
+    pub total: AtomicU64,
+    /// The largest evictable client's memory (0: none); refreshed by the
+    /// cron, raised as clients grow.
+    pub largest: AtomicU64,
 }
 
 /// 40 random hex digits: the run id, replication ids, EOF marks (as Redis's
@@ -110,6 +123,8 @@ pub struct CoreStats {
     pub hops_sent: Cell<u64>,
     /// Commands carried by those batches.
     pub remote_commands: Cell<u64>,
+    /// Clients closed by `maxmemory-clients` (INFO's evicted_clients).
+    pub evicted_clients: Cell<u64>,
     /// Samples of total commands for instantaneous_ops_per_sec.
     pub ops_samples: RefCell<OpsSamples>,
     /// Command latency for the metrics endpoint.

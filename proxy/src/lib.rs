@@ -5,6 +5,7 @@
 
 pub mod acl;
 pub mod blocking;
+pub mod client_evict;
 pub mod clients;
 pub mod cluster;
 pub mod commands;

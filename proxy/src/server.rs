@@ -88,6 +88,7 @@ async fn cron(core: Rc<Core>) {
             close_idle_clients(&core, Duration::from_secs(timeout));
         }
         close_clients_over_output_limits(&core);
+        crate::client_evict::cron(&core);
     }
 }
 

@@ -38,6 +38,7 @@ pub struct CoreReport {
     pub cpu_user: f64,
     pub cpu_sys: f64,
     pub evicted: u64,
+    pub evicted_clients: u64,
     /// Effects waiting for the AOF writer (Redis leaves its AOF buffer out
     /// of eviction's count).
     pub aof_buffer: u64,
@@ -98,6 +99,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         cpu_user,
         cpu_sys,
         evicted: shard.evicted_keys(),
+        evicted_clients: s.evicted_clients.get(),
         aof_buffer: shard.effects.as_ref().map_or(0, |e| e.buf.capacity() as u64),
         blocked: core.blocked_here.get(),
         max_input_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.qbuf + c.qbuf_free).max().unwrap_or(0),
@@ -263,7 +265,7 @@ pub fn render(
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nmigrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nmigrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 observed.calls(),
                 sum(|r| r.ops_per_sec),
@@ -275,6 +277,7 @@ pub fn render(
                 repl.syncs.2,
                 sum(|r| r.expired),
                 sum(|r| r.evicted),
+                sum(|r| r.evicted_clients),
                 sum(|r| r.hits),
                 sum(|r| r.misses),
                 sum(|r| r.pubsub[0] as u64),
@@ -735,6 +738,7 @@ pub async fn config_resetstat(conn: &mut Connection) {
             &s.net_output_bytes,
             &s.hops_sent,
             &s.remote_commands,
+            &s.evicted_clients,
         ] {
             c.set(0);
         }
