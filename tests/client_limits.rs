@@ -241,6 +241,13 @@ fn query_buffer_limit_is_exact() {
 fn per_connection_bytes(pid: u32, port: u16, n: usize) -> u64 {
     std::thread::sleep(Duration::from_millis(500));
     let before = rss_kb(pid);
+    let _conns = pinged_connections(port, n);
+    std::thread::sleep(Duration::from_millis(500));
+    rss_kb(pid).saturating_sub(before) * 1024 / n as u64
+}
+
+/// `n` connections to `port` that each sent a PING and got its answer.
+fn pinged_connections(port: u16, n: usize) -> Vec<TcpStream> {
     let mut conns = Vec::with_capacity(n);
     for _ in 0..n {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -253,13 +260,12 @@ fn per_connection_bytes(pid: u32, port: u16, n: usize) -> u64 {
         s.read_exact(&mut b).unwrap();
         assert_eq!(&b, b"+PONG\r\n");
     }
-    std::thread::sleep(Duration::from_millis(500));
-    rss_kb(pid).saturating_sub(before) * 1024 / n as u64
+    conns
 }
 
-#[test]
-fn ten_thousand_idle_connections_cost_at_most_twice_redis() {
-    const N: usize = 10_000;
+/// Raises this process's open files limit to its hard limit; false when
+/// that is below `n` plus some.
+fn allow_open_files(n: usize) -> bool {
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: get/setrlimit on this test process, with a struct we own.
     unsafe {
@@ -267,8 +273,62 @@ fn ten_thousand_idle_connections_cost_at_most_twice_redis() {
         limit.rlim_cur = limit.rlim_max;
         libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
     }
-    if limit.rlim_cur < N as u64 + 500 {
-        eprintln!("skipped: RLIMIT_NOFILE hard limit {} is below {}", limit.rlim_max, N + 500);
+    if limit.rlim_cur < n as u64 + 500 {
+        eprintln!("skipped: RLIMIT_NOFILE hard limit {} is below {}", limit.rlim_max, n + 500);
+        return false;
+    }
+    true
+}
+
+/// After a burst of connections closes, the memory they held is given back
+/// (Redis frees each client whole): per-connection records are not kept at
+/// the burst's peak capacity (the client registry's and the ring's slabs
+/// hold a pointer per slot, not the record; before, 8.7 MB of 31 MB stayed
+/// allocated after 10,000 connections closed, and MEMORY PURGE could not
+/// return it).
+#[test]
+fn memory_of_ten_thousand_closed_connections_is_given_back() {
+    const N: usize = 10_000;
+    if !allow_open_files(N) {
+        return;
+    }
+    let maxclients = (N + 100).to_string();
+    let server = Server::start(&["--shards", "2", "--maxclients", &maxclients]);
+    let mut c = server.raw();
+    let used = |c: &mut Raw| -> u64 {
+        let info = text(c.cmd(&[b"INFO", b"memory"]));
+        info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap()
+    };
+    let clients = |c: &mut Raw| -> String {
+        let info = text(c.cmd(&[b"INFO", b"clients"]));
+        info.lines().find_map(|l| l.strip_prefix("connected_clients:")).unwrap().trim().to_string()
+    };
+    let (before, rss_before) = (used(&mut c), rss_kb(server.child.id()));
+    let conns = pinged_connections(server.port, N);
+    let peak = used(&mut c);
+    drop(conns);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while clients(&mut c) != "1" {
+        assert!(Instant::now() < deadline, "connections still counted: {}", clients(&mut c));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.cmd(&[b"MEMORY", b"PURGE"]);
+    let (after, rss_after) = (used(&mut c), rss_kb(server.child.id()));
+    eprintln!(
+        "used_memory: {before} before, {peak} with {N} connections, {after} after they closed; RSS {rss_before} -> {rss_after} KB"
+    );
+    assert!(
+        after.saturating_sub(before) * 10 < peak - before,
+        "{} of {} bytes the connections took are still held",
+        after - before,
+        peak - before
+    );
+}
+
+#[test]
+fn ten_thousand_idle_connections_cost_at_most_twice_redis() {
+    const N: usize = 10_000;
+    if !allow_open_files(N) {
         return;
     }
     let maxclients = (N + 100).to_string();

@@ -26,9 +26,17 @@ impl Conn {
     }
 
     fn send(&mut self, args: &[&str]) {
-        let mut v = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            v.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        self.send_all(&[args]);
+    }
+
+    /// Several commands in one write: they reach the server together.
+    fn send_all(&mut self, commands: &[&[&str]]) {
+        let mut v = Vec::new();
+        for args in commands {
+            v.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in *args {
+                v.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+            }
         }
         self.stream.write_all(&v).unwrap();
     }
@@ -403,4 +411,380 @@ fn keys_declared_by_scripts_are_tracked() {
     c.cmd(&["GET", &read]);
     assert_eq!(c.cmd(&["EVAL", "return redis.call('SET', KEYS[1], '3')", "1", &read]), "+OK\r\n");
     c.nothing_pushed();
+}
+
+// ---------------------------------------------------------------------------
+// The same steps against redis-server 7.0 and corekv (one shard, and three
+// shards with the connections on one core or spread over the cores): what
+// each connection receives, replies and pushes in order, must be the same.
+
+/// A key owned by shard `shard` of three (the same name on every server).
+fn key3(shard: u16, prefix: &str) -> String {
+    (0..1000)
+        .map(|i| format!("{prefix}{i}"))
+        .find(|k| proxy::slot::key_slot(k.as_bytes()) as usize * 3 / proxy::slot::SLOTS == shard as usize)
+        .unwrap()
+}
+
+/// A scenario's connections ("roles") on one server, an admin connection
+/// beside them, and every frame each role received.
+struct Play {
+    conns: Vec<Option<Conn>>,
+    ids: Vec<u64>,
+    got: Vec<Vec<String>>,
+    admin: Conn,
+}
+
+fn is_push(frame: &str) -> bool {
+    frame.starts_with('>') || frame.starts_with("*3\r\n$7\r\nmessage\r\n")
+}
+
+impl Play {
+    fn open(port: u16, cores: &[u64], shards: u64) -> Play {
+        let mut admin = Conn::new(port);
+        assert_eq!(admin.cmd(&["FLUSHALL"]), "+OK\r\n");
+        assert_eq!(admin.cmd(&["CONFIG", "SET", "maxmemory", "0"]), "+OK\r\n");
+        let mut conns: Vec<Conn> = cores.iter().map(|&c| conn_on_core(port, c % shards, shards)).collect();
+        let ids = conns.iter_mut().map(Conn::id).collect();
+        Play { got: vec![Vec::new(); conns.len()], conns: conns.into_iter().map(Some).collect(), ids, admin }
+    }
+
+    fn id(&self, role: usize) -> String {
+        self.ids[role].to_string()
+    }
+
+    fn conn(&mut self, role: usize) -> &mut Conn {
+        self.conns[role].as_mut().expect("an open role")
+    }
+
+    fn send(&mut self, role: usize, args: &[&str]) {
+        self.conn(role).send(args);
+    }
+
+    /// Reads `role`'s frames up to its next `n` replies (pushes before
+    /// them too).
+    fn replies(&mut self, role: usize, n: usize) {
+        let mut seen = 0;
+        while seen < n {
+            let frame = self.conn(role).frame();
+            seen += usize::from(!is_push(&frame));
+            self.got[role].push(frame);
+        }
+    }
+
+    fn cmd(&mut self, role: usize, args: &[&str]) {
+        self.send(role, args);
+        self.replies(role, 1);
+    }
+
+    /// CLIENT GETREDIR, its reply marked for masking (a client id).
+    fn getredir(&mut self, role: usize) {
+        self.cmd(role, &["CLIENT", "GETREDIR"]);
+        let last = self.got[role].last_mut().unwrap();
+        *last = format!("GETREDIR {last}");
+    }
+
+    /// Sends `commands` at once (one write, so one read on the server: a
+    /// write per command could be read, and run, in several passes on
+    /// either server) and reads their replies.
+    fn pipeline(&mut self, role: usize, commands: &[&[&str]]) {
+        self.conn(role).send_all(commands);
+        self.replies(role, commands.len());
+    }
+
+    /// Reads what every role receives until all have been quiet a while.
+    fn settle(&mut self) {
+        let mut quiet_rounds = 0;
+        while quiet_rounds < 3 {
+            let mut any = false;
+            for role in 0..self.conns.len() {
+                let Some(conn) = self.conns[role].as_mut() else { continue };
+                while let Some(frame) = conn.frame_within(Duration::from_millis(30)) {
+                    self.got[role].push(frame);
+                    any = true;
+                }
+            }
+            quiet_rounds = if any { 0 } else { quiet_rounds + 1 };
+        }
+    }
+
+    /// Closes `role`'s connection and waits until the server has seen it go.
+    fn close(&mut self, role: usize) {
+        self.conns[role] = None;
+        let gone = format!("id={} ", self.ids[role]);
+        for _ in 0..200 {
+            if !self.admin.cmd(&["CLIENT", "LIST"]).contains(&gone) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("role {role} not closed");
+    }
+
+    /// Each role's frames, client ids shown as roles, and each run of
+    /// pushes between two replies in sorted order: separate messages from
+    /// different cores may arrive in either order (their contents, number
+    /// and place among the replies are compared).
+    fn transcripts(self) -> Vec<Vec<String>> {
+        let ids = self.ids;
+        let mask = |frame: &String| {
+            let mut f = frame.clone();
+            for (role, id) in ids.iter().enumerate() {
+                for context in ["tracking-redir-broken\r\n", "$8\r\nredirect\r\n", "$2\r\nid\r\n", "GETREDIR "] {
+                    f = f.replace(&format!("{context}:{id}\r\n"), &format!("{context}<role {role}>\r\n"));
+                }
+            }
+            f
+        };
+        self.got
+            .into_iter()
+            .map(|frames| {
+                let mut out: Vec<String> = Vec::new();
+                let mut run: Vec<String> = Vec::new();
+                for f in frames.iter().map(mask) {
+                    if is_push(&f) {
+                        run.push(f);
+                    } else {
+                        run.sort();
+                        out.append(&mut run);
+                        out.push(f);
+                    }
+                }
+                run.sort();
+                out.append(&mut run);
+                out
+            })
+            .collect()
+    }
+}
+
+/// Runs `scenario` with `roles` connections against redis-server and
+/// corekv (one and three shards, the roles on one core, then spread over
+/// the cores two ways) and compares what each role received.
+fn same_as_redis(roles: usize, scenario: impl Fn(&mut Play)) {
+    let play = |port: u16, shards: u64, cores: &[u64]| {
+        let mut play = Play::open(port, cores, shards);
+        scenario(&mut play);
+        play.settle();
+        play.transcripts()
+    };
+    let redis = Redis::start();
+    let want = play(redis.port, 1, &vec![0; roles]);
+    for shards in [1u64, 3] {
+        let server = Server::shards(shards as usize);
+        let mut placements = vec![vec![0; roles]];
+        if shards == 3 {
+            placements.push((0..roles as u64).map(|i| i % 3).collect());
+            placements.push((0..roles as u64).map(|i| (i + 1) % 3).collect());
+        }
+        for cores in placements {
+            let got = play(server.port, shards, &cores);
+            for role in 0..roles {
+                assert_eq!(got[role], want[role], "role {role}, {shards} shard(s), roles on cores {cores:?}");
+            }
+        }
+    }
+}
+
+/// BCAST: Redis gathers the keys changed in one event-loop pass and sends
+/// each prefix's once, sorted (trackingBroadcastInvalidationMessages from
+/// beforeSleep): one message for MSET's keys on three shards, one for a
+/// pipeline's writes, NOLOOP by each key's last writer, through REDIRECT
+/// (RESP2 Pub/Sub) one message per prefix.
+#[test]
+fn bcast_sends_one_message_per_pass_as_redis() {
+    let (a0, a1, b2, b0) = (key3(0, "a:"), key3(1, "a:"), key3(2, "b:"), key3(0, "b:"));
+    let (t, w, r, n) = (0, 1, 2, 3);
+    same_as_redis(4, |p| {
+        p.cmd(r, &["SUBSCRIBE", "__redis__:invalidate"]);
+        p.cmd(t, &["HELLO", "3"]);
+        p.cmd(t, &["CLIENT", "TRACKING", "on", "BCAST"]);
+        let redirect = p.id(r);
+        p.cmd(
+            n,
+            &["CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "b:", "PREFIX", "a:", "REDIRECT", &redirect, "NOLOOP"],
+        );
+        p.cmd(w, &["MSET", &b2, "1", &a0, "1", &a1, "1"]);
+        p.settle();
+        p.pipeline(w, &[&["SET", &a1, "2"], &["SET", &b2, "2"], &["SET", &a1, "3"], &["DEL", "nothing"]]);
+        p.settle();
+        // NOLOOP: the writer's own keys are left out of its messages.
+        p.pipeline(n, &[&["SET", &a0, "4"], &["SET", &b0, "4"]]);
+        p.settle();
+        // Its own writes reach a BCAST client after the pass's replies.
+        p.pipeline(t, &[&["SET", &b2, "5"], &["GET", &b2], &["SET", &a0, "5"]]);
+        p.settle();
+        p.cmd(w, &["DEL", &a0, &a1, &b2, &b0]);
+        p.settle();
+        p.cmd(w, &["FLUSHALL"]);
+    });
+}
+
+/// REDIRECT to a client of any core: a RESP2 subscriber gets Pub/Sub
+/// messages, a RESP3 client pushes whether subscribed or not; the
+/// tracking client's own writes and a flush go there too.
+#[test]
+fn redirect_reaches_a_client_of_any_core_as_redis() {
+    let (k0, k1, k2) = (key3(0, "k"), key3(1, "k"), key3(2, "k"));
+    let (t, r2, r3, w) = (0, 1, 2, 3);
+    same_as_redis(4, |p| {
+        p.cmd(r2, &["SUBSCRIBE", "__redis__:invalidate"]);
+        p.cmd(r3, &["HELLO", "3"]);
+        let (to_r2, to_r3) = (p.id(r2), p.id(r3));
+        p.cmd(t, &["CLIENT", "TRACKING", "on", "REDIRECT", &to_r2]);
+        p.getredir(t);
+        for k in [&k0, &k1, &k2] {
+            p.cmd(t, &["GET", k]);
+        }
+        p.cmd(w, &["MSET", &k0, "1", &k1, "1"]);
+        p.settle();
+        p.cmd(t, &["CLIENT", "TRACKING", "on", "REDIRECT", &to_r3]);
+        p.cmd(t, &["CLIENT", "TRACKINGINFO"]);
+        p.cmd(t, &["GET", &k0]);
+        p.cmd(w, &["SET", &k0, "2"]);
+        p.settle();
+        p.pipeline(t, &[&["SET", &k2, "3"], &["PING"]]);
+        p.settle();
+        p.cmd(w, &["FLUSHALL"]);
+        p.settle();
+        // Tracking on again without REDIRECT: back to none.
+        p.cmd(t, &["CLIENT", "TRACKING", "on"]);
+        p.getredir(t);
+    });
+}
+
+/// OPTIN / OPTOUT with REDIRECT: CLIENT CACHING applies to the next
+/// command, or the next transaction; a command refused before running
+/// spends it too (Redis's resetClient), but not a refused CLIENT command.
+#[test]
+fn optin_optout_with_redirect_as_redis() {
+    let (k0, k1) = (key3(0, "o"), key3(1, "o"));
+    let (t, r, w) = (0, 1, 2);
+    same_as_redis(3, |p| {
+        p.cmd(r, &["SUBSCRIBE", "__redis__:invalidate"]);
+        let redirect = p.id(r);
+        p.cmd(t, &["CLIENT", "TRACKING", "on", "REDIRECT", &redirect, "OPTIN"]);
+        let round = |p: &mut Play, steps: &[&[&str]]| {
+            p.pipeline(t, steps);
+            p.pipeline(w, &[&["SET", &k0, "x"], &["SET", &k1, "x"]]);
+            p.settle();
+        };
+        round(p, &[&["GET", &k0]]);
+        round(p, &[&["CLIENT", "CACHING", "yes"], &["GET", &k0]]);
+        round(p, &[&["CLIENT", "CACHING", "yes"], &["NOSUCHCOMMAND", &k0], &["GET", &k0]]);
+        round(p, &[&["CLIENT", "CACHING", "yes"], &["GET"], &["GET", &k0]]);
+        round(p, &[&["CLIENT", "CACHING", "yes"], &["CLIENT", "NOSUCH"], &["GET", &k0]]);
+        round(p, &[&["CLIENT", "CACHING", "yes"], &["CLIENT", "CACHING"], &["GET", &k0]]);
+        round(p, &[&["CLIENT", "CACHING", "yes"], &["CLIENT", "GETNAME"], &["GET", &k1]]);
+        round(p, &[&["CLIENT", "CACHING", "yes"], &["MULTI"], &["GET", &k0], &["GET", &k1], &["EXEC"], &["GET", &k0]]);
+        round(p, &[&["CLIENT", "CACHING", "yes"], &["PING"], &["GET", &k0]]);
+        p.cmd(t, &["CLIENT", "TRACKING", "off"]);
+        p.cmd(t, &["CLIENT", "TRACKING", "on", "REDIRECT", &redirect, "OPTOUT"]);
+        round(p, &[&["GET", &k0], &["CLIENT", "CACHING", "no"], &["GET", &k1]]);
+        round(p, &[&["CLIENT", "CACHING", "no"], &["NOSUCHCOMMAND"], &["GET", &k1]]);
+        round(p, &[&["CLIENT", "CACHING", "no"], &["MULTI"], &["GET", &k0], &["EXEC"], &["GET", &k1]]);
+        p.cmd(t, &["CLIENT", "TRACKINGINFO"]);
+    });
+}
+
+/// The REDIRECT target goes away: nothing is sent then; each message due
+/// afterwards becomes a tracking-redir-broken push to a RESP3 tracking
+/// client (after its own command's reply), the client is flagged; a RESP2
+/// one only flagged; a BCAST one told once per message.
+#[test]
+fn broken_redirect_as_redis() {
+    let (k0, k1, k2) = (key3(0, "r"), key3(1, "r"), key3(2, "r"));
+    let (t, r, w, t2, b) = (0, 1, 2, 3, 4);
+    same_as_redis(5, |p| {
+        p.cmd(r, &["SUBSCRIBE", "__redis__:invalidate"]);
+        let redirect = p.id(r);
+        p.cmd(t, &["HELLO", "3"]);
+        p.cmd(t, &["CLIENT", "TRACKING", "on", "REDIRECT", &redirect]);
+        p.cmd(t2, &["CLIENT", "TRACKING", "on", "REDIRECT", &redirect]);
+        p.cmd(b, &["HELLO", "3"]);
+        p.cmd(b, &["CLIENT", "TRACKING", "on", "BCAST", "REDIRECT", &redirect]);
+        for k in [&k0, &k1, &k2] {
+            p.cmd(t, &["GET", k]);
+        }
+        p.cmd(t2, &["GET", &k0]);
+        p.close(r);
+        p.settle();
+        p.cmd(w, &["MSET", &k0, "1", &k1, "1"]);
+        p.settle();
+        p.cmd(t, &["CLIENT", "TRACKINGINFO"]);
+        p.cmd(t2, &["CLIENT", "TRACKINGINFO"]);
+        p.pipeline(t, &[&["SET", &k2, "2"], &["PING"]]);
+        p.settle();
+        // Tracking on again clears the flag.
+        p.cmd(t, &["CLIENT", "TRACKING", "on"]);
+        p.cmd(t, &["CLIENT", "TRACKINGINFO"]);
+    });
+}
+
+/// A client's own writes invalidate after the command's reply and before
+/// the next one's (Redis's tracking_pending_keys): in a pipeline, after
+/// EXEC's whole reply, after a script's, after FLUSHALL's; NOLOOP skips
+/// them.
+#[test]
+fn own_invalidations_follow_the_reply_as_redis() {
+    let (k0, k1, k2) = (key3(0, "p"), key3(1, "p"), key3(2, "p"));
+    let (t, w) = (0, 1);
+    same_as_redis(2, |p| {
+        p.cmd(t, &["HELLO", "3"]);
+        p.cmd(t, &["CLIENT", "TRACKING", "on"]);
+        let read_all = |p: &mut Play| {
+            for k in [&k0, &k1, &k2] {
+                p.cmd(t, &["GET", k]);
+            }
+        };
+        read_all(p);
+        p.pipeline(t, &[&["SET", &k0, "1"], &["GET", &k0], &["SET", &k1, "1"], &["INCR", &k2], &["PING"]]);
+        p.settle();
+        read_all(p);
+        p.pipeline(
+            t,
+            &[&["MULTI"], &["SET", &k0, "2"], &["GET", &k0], &["SET", &k1, "2"], &["EXEC"], &["GET", &k2], &["PING"]],
+        );
+        p.cmd(w, &["SET", &k0, "w"]);
+        p.settle();
+        read_all(p);
+        let script = "redis.call('SET', KEYS[1], 'e'); return redis.call('GET', KEYS[1])";
+        p.pipeline(t, &[&["EVAL", script, "1", &k2], &["PING"]]);
+        p.settle();
+        p.pipeline(t, &[&["MSET", &k0, "3", &k1, "3"], &["PING"]]);
+        p.settle();
+        p.pipeline(t, &[&["FLUSHALL"], &["PING"]]);
+        p.settle();
+        p.cmd(t, &["CLIENT", "TRACKING", "on", "NOLOOP"]);
+        read_all(p);
+        p.pipeline(t, &[&["SET", &k0, "4"], &["SET", &k1, "4"], &["PING"]]);
+        p.cmd(w, &["SET", &k2, "w"]);
+        p.settle();
+    });
+}
+
+/// maxmemory: what the eviction ahead of a write invalidates for the
+/// writing client itself comes before that write's reply (Redis sends it
+/// at once), whichever core owns the keys.
+#[test]
+fn eviction_invalidates_ahead_of_the_reply_as_redis() {
+    let (t, admin) = (0, 1);
+    same_as_redis(2, |p| {
+        p.cmd(t, &["HELLO", "3"]);
+        p.cmd(t, &["CLIENT", "TRACKING", "on"]);
+        // The one key with a TTL: volatile-lru's only victim.
+        p.cmd(admin, &["SETRANGE", "{e}old", "200000", "x"]);
+        p.cmd(admin, &["EXPIRE", "{e}old", "1000"]);
+        p.cmd(t, &["STRLEN", "{e}old"]);
+        p.cmd(admin, &["CONFIG", "SET", "maxmemory-policy", "volatile-lru"]);
+        let info = p.admin.cmd(&["INFO", "memory"]);
+        let used: u64 = info.lines().find_map(|l| l.strip_prefix("used_memory:")).unwrap().trim().parse().unwrap();
+        p.admin.cmd(&["CONFIG", "SET", "maxmemory", &(used + 50_000).to_string()]);
+        // A small request that makes a large value: over the limit after
+        // it, so the next write evicts first.
+        p.pipeline(t, &[&["SETRANGE", "{e}big", "100000", "x"], &["SET", "{e}new", "1"], &["PING"]]);
+        p.admin.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+        p.cmd(admin, &["EXISTS", "{e}old", "{e}big", "{e}new"]);
+        p.settle();
+    });
 }

@@ -242,7 +242,9 @@ impl ClientInfo {
 
 #[derive(Default)]
 pub struct Clients {
-    pub list: Slab<ClientInfo>,
+    /// Boxed: a slab keeps its peak capacity, so after a burst of
+    /// connections only a pointer per slot stays allocated.
+    pub list: Slab<Box<ClientInfo>>,
     next_seq: u64,
 }
 

@@ -93,7 +93,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         let (id, registry_key) = {
             let mut clients = core.clients.borrow_mut();
             let id = clients.next_id(core.index, core.count);
-            let key = clients.list.insert(ClientInfo {
+            let key = clients.list.insert(Box::new(ClientInfo {
                 id,
                 addr,
                 laddr,
@@ -123,7 +123,7 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 rbs: 0,
                 rbp: 0,
                 argv_mem: 0,
-            });
+            }));
             (id, key)
         };
         let authenticated = default_user.nopass && default_user.enabled;
@@ -304,6 +304,7 @@ impl Connection {
                             // pending keys).
                             self.pipeline.command_end();
                             self.take_pushes_now();
+                            crate::commands::tracking::after_command(self);
                         }
                         self.state.reply.command_done();
                         if self.state.close || self.state.sync.is_some() {
@@ -361,6 +362,9 @@ impl Connection {
                 self.pipeline.set_silent(silent);
                 let served = Box::pin(blocking::wait(self, wait, stream, &mut buf, &mut filled)).await;
                 self.pipeline.set_silent(false);
+                if self.state.tracking {
+                    crate::commands::tracking::after_command(self);
+                }
                 self.state.reply.command_done();
                 if !served {
                     return;

@@ -358,7 +358,7 @@ impl Connection {
             return Some(Deferred::Locked);
         }
         if self.state.tracking {
-            commands::tracking::before_command(self, spec);
+            commands::tracking::before_command(self);
         }
         if !self.core.monitored() {
             return self.route(spec, args);

@@ -235,9 +235,6 @@ impl Connection {
         if let Some(q) = &mut self.state.multi {
             q.failed = true;
         }
-        if self.state.tracking {
-            crate::commands::tracking::rejected(self);
-        }
         self.error(msg);
     }
 

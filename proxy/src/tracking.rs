@@ -252,7 +252,7 @@ fn flush(core: &Rc<Core>) {
 fn receive(core: &Rc<Core>, list: Vec<Invalidation>) {
     for inv in list {
         if inv.client == 0 {
-            flushed_here(core);
+            flushed_here(core, inv.current);
             continue;
         }
         if let Some((mode, value)) = key_message(core, &inv) {
@@ -278,14 +278,18 @@ fn mode_of(core: &Core, id: u64) -> Option<Mode> {
 
 /// The message for a key its client read, if it still wants one: tracking
 /// on, not BCAST, and not its own command's under NOLOOP (Redis's
-/// trackingInvalidateKey).
+/// trackingInvalidateKey); a flush's null for any tracking client.
 fn key_message(core: &Core, inv: &Invalidation) -> Option<(Mode, Vec<u8>)> {
     let mode = mode_of(core, inv.client)?;
+    let Some(key) = inv.key.as_deref() else {
+        let null = if mode.resp3 { b"_\r\n".to_vec() } else { b"$-1\r\n".to_vec() };
+        return Some((mode, null));
+    };
     if mode.bcast || (mode.noloop && inv.own()) {
         return None;
     }
     let mut value = Vec::new();
-    encode_keys(&mut value, &[inv.key.as_deref()?]);
+    encode_keys(&mut value, &[key]);
     Some((mode, value))
 }
 
@@ -324,11 +328,17 @@ pub fn own_pushes(core: &Rc<Core>, list: impl IntoIterator<Item = Invalidation>)
     out
 }
 
-/// FLUSHALL / FLUSHDB: every tracking client of this core gets a null.
-fn flushed_here(core: &Rc<Core>) {
+/// FLUSHALL / FLUSHDB: every tracking client of this core gets a null,
+/// but the one that flushed (`current`: its own follows its reply).
+fn flushed_here(core: &Rc<Core>, current: u64) {
     let targets: Vec<(u64, u64, bool)> = {
         let clients = core.clients.borrow();
-        clients.list.iter().filter_map(|(_, c)| c.tracking.as_ref().map(|t| (c.id, t.redirect, c.resp == 3))).collect()
+        clients
+            .list
+            .iter()
+            .filter(|(_, c)| c.id != current)
+            .filter_map(|(_, c)| c.tracking.as_ref().map(|t| (c.id, t.redirect, c.resp == 3)))
+            .collect()
     };
     for (id, redirect, resp3) in targets {
         // The queue follows HELLO at once; the registry at the next read.

@@ -31,7 +31,7 @@ impl Caller {
 }
 
 /// What a client is told: a key it read changed, or (`key: None`) the
-/// keyspace was flushed.
+/// keyspace was flushed (`client` 0: every tracking client but `current`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Invalidation {
     pub client: u64,
@@ -253,9 +253,15 @@ pub fn after_command(
         if matches!(spec.name, "flushall" | "flushdb") {
             if changed {
                 table.flush();
-                // Every shard flushes; the first one announces it.
+                // Every shard flushes; the first one announces it: to every
+                // tracking client (client 0), the flushing one's own apart
+                // (it follows the reply).
                 if shard_index == 0 {
-                    table.out.push(Invalidation { client: 0, key: None, current: caller.id(), before: false });
+                    let current = caller.id();
+                    table.out.push(Invalidation { client: 0, key: None, current, before: false });
+                    if current != 0 {
+                        table.out.push(Invalidation { client: current, key: None, current, before: false });
+                    }
                 }
             }
             return;

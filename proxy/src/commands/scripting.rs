@@ -16,6 +16,7 @@ use crate::scripting::functions::RestorePolicy;
 use crate::scripting::{self, host::CoreHost, with_engine, RunOptions};
 use crate::session::{Connection, Deferred};
 use crate::slot::key_slot;
+use crate::tracking;
 use shard::args::parse_i64;
 use shard::tracking::Caller as TrackingCaller;
 use shard::{Args, CommandSpec};
@@ -163,14 +164,24 @@ type RanElsewhere = (Option<Vec<u8>>, bool, std::time::Duration);
 /// Runs a job on another core (one hop), once no unit holds its keys there:
 /// a script on one shard takes no lock, so it must not run in the middle
 /// of a unit's work on them (a transaction or a script over several shards).
+/// CLIENT TRACKING: what the run raises for this core (the caller's own
+/// invalidations, BCAST changes) comes back with its reply, as
+/// `dispatch::call`'s results bring it, so that the caller's own follow
+/// the script's reply and not a later one's; the run is one step there, so
+/// nothing else's lands in between.
 async fn run_job_on(core: &Rc<Core>, shard: usize, job: Job) -> Option<RanElsewhere> {
-    dispatch::call_task(core, shard, move |c| async move {
+    let (origin, _hold) = (core.index, tracking::hold(core));
+    let (ran, back) = dispatch::call_task(core, shard, move |c| async move {
         until(&c.locks, |t| !t.is_idle() && job.keys.iter().any(|k| t.blocks(job.db, k, None))).await;
         let started = std::time::Instant::now();
+        let mark = tracking::mark(&c);
         let reply = run_job(&c, &job, false);
-        (reply, take_error_counted(), started.elapsed())
+        let ran = (reply, take_error_counted(), started.elapsed());
+        (ran, tracking::take_returned(&c, mark, origin))
     })
-    .await
+    .await?;
+    tracking::returned(core, back);
+    Some(ran)
 }
 
 fn remember_wide(key: Vec<u8>) {

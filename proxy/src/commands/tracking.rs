@@ -12,7 +12,7 @@ use crate::session::Connection;
 use shard::args::parse_i64;
 use shard::reply::errors::{NOT_INTEGER, SYNTAX};
 use shard::tracking::Caller;
-use shard::{Args, CommandSpec};
+use shard::Args;
 
 fn mode(conn: &Connection) -> Option<Tracking> {
     conn.core.clients.borrow().list.get(conn.state.registry_key).and_then(|c| c.tracking.as_deref().cloned())
@@ -30,30 +30,25 @@ fn set_mode(conn: &mut Connection, mode: Option<Tracking>) {
 
 /// Before a tracking client's command runs: the identity it runs with
 /// (its reads remembered unless BCAST, or OPTIN/OPTOUT and CLIENT CACHING
-/// say otherwise). CLIENT CACHING lasts until a command other than CLIENT
-/// runs, or for the next transaction (cleared at EXEC's end, `end_transaction`).
-pub fn before_command(conn: &mut Connection, spec: &CommandSpec) {
-    // Redis clears it after any command but CLIENT's (resetClient).
-    let keeps_caching = spec.name.starts_with("client|")
-        || matches!(spec.name, "client" | "multi" | "exec")
-        || conn.state.multi.is_some()
-        || conn.state.in_exec;
-    let mut clients = conn.core.clients.borrow_mut();
-    let Some(t) = clients.list.get_mut(conn.state.registry_key).and_then(|c| c.tracking.as_mut()) else {
+/// say otherwise).
+pub fn before_command(conn: &mut Connection) {
+    let clients = conn.core.clients.borrow();
+    let Some(t) = clients.list.get(conn.state.registry_key).and_then(|c| c.tracking.as_ref()) else {
+        drop(clients);
         conn.pipeline.caller = Caller::default();
         return;
     };
     // OPTIN reads only after CACHING yes; OPTOUT all but after CACHING no.
     let remember = !t.bcast && (!t.optin || t.caching) && (!t.optout || !t.caching);
+    drop(clients);
     conn.pipeline.caller = Caller::new(conn.state.id, remember);
-    if !keeps_caching {
-        t.caching = false;
-    }
 }
 
-/// A command refused before it ran spends CLIENT CACHING as one that ran
-/// (Redis's resetClient after any command but CLIENT's, outside MULTI).
-pub fn rejected(conn: &mut Connection) {
+/// After a tracking client's command, refused or run: CLIENT CACHING is
+/// spent unless the client is in MULTI or the command was CLIENT's (Redis's
+/// resetClient), so it lasts for the next command or transaction (EXEC
+/// also spends it, `end_transaction`).
+pub fn after_command(conn: &mut Connection) {
     let client_command = conn.tally.spec.is_some_and(|s| s.name.starts_with("client|"));
     if conn.state.multi.is_none() && !client_command {
         end_transaction(conn);

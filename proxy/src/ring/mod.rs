@@ -138,7 +138,9 @@ struct Conn {
 }
 
 struct State {
-    conns: Slab<Conn>,
+    /// Boxed: a slab keeps its peak capacity, so after a burst of
+    /// connections only a pointer per slot stays allocated.
+    conns: Slab<Box<Conn>>,
     listeners: Slab<Listener>,
     /// Connections with output to send or a receive to arm this turn.
     dirty: Vec<usize>,
@@ -669,7 +671,7 @@ impl Ring {
                     cancelling: false,
                 };
                 self.arm_recv(key, &mut c, st.bufs.group());
-                st.conns.insert(c);
+                st.conns.insert(Box::new(c));
                 let tag = st.listeners.get(index).map_or(0, |l| l.tag);
                 st.accepted.push((key, tag));
             }
