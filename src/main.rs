@@ -303,13 +303,14 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
         executable: std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default(),
         config_file: cli.config_file.clone().unwrap_or_default(),
         cpus: cpus.clone(),
-        tcp_port: port,
+        tcp_port: port.into(),
         memory,
         thread_allocated: alloc::thread_allocated,
         memory_peak: Default::default(),
         save_status: Default::default(),
         signal_shutdown: Default::default(),
         scripts: (0..shards).map(|_| Default::default()).collect(),
+        client_memory: (0..shards).map(|_| Default::default()).collect(),
     });
     let placement: Vec<String> = cpus.iter().enumerate().map(|(i, c)| format!("shard {i} -> CPU {c}")).collect();
     log::notice(&format!("Shards pinned: {}", placement.join(", ")));
@@ -369,7 +370,7 @@ fn run(cli: Box<cli::Cli>) -> Result<(), String> {
             Ok(Ok(_)) => started += 1,
             Ok(Err(e)) => {
                 process.request_shutdown();
-                return Err(format!("Failed listening on port {} (tcp), aborting: {e}", process.tcp_port));
+                return Err(format!("Failed listening on port {} (tcp), aborting: {e}", port));
             }
             Err(_) => return Err("a shard executor stopped during startup".into()),
         }

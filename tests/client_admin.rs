@@ -443,3 +443,106 @@ fn config_rewrite_without_a_file() {
         Value::Error(b"ERR The server is running without a config file".to_vec())
     );
 }
+
+/// A port no one listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Whether 127.0.0.1:`port` takes connections.
+fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+/// The cores connections to `port` land on (a connection's core is
+/// `(CLIENT ID - 1) % cores`), out of 30 connections.
+fn cores_reached(port: u16, cores: u64) -> std::collections::BTreeSet<u64> {
+    (0..30).map(|_| (id_of(&mut Raw::connect(port)) - 1) % cores).collect()
+}
+
+/// CONFIG SET port and bind at run time, as Redis 7.0's updatePort and
+/// applyBind: the server listens on the new address (on every core) and no
+/// longer on the old one, connections already open go on; an address that
+/// cannot be listened on gets Redis's error and the old listener stays;
+/// port 0 closes the TCP listener and a later port opens one again.
+fn check_rebinding(server: &str, port: u16, cores: u64) {
+    let ok = Value::Simple(b"OK".to_vec());
+    let config_get = |raw: &mut Raw, name: &str| match raw.cmd(&[b"CONFIG", b"GET", name.as_bytes()]) {
+        Value::Array(v) if v.len() == 2 => text(&v[1]),
+        other => panic!("{server}: CONFIG GET {name}: {other:?}"),
+    };
+    let mut kept = Raw::connect(port);
+    let mut admin = Raw::connect(port);
+    let moved = free_port();
+    assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"port", moved.to_string().as_bytes()]), ok, "{server}");
+    assert!(!listening(port), "{server}: still listening on the old port");
+    assert_eq!(cores_reached(moved, cores).len() as u64, cores, "{server}: not every core listens");
+    assert_eq!(config_get(&mut admin, "port"), moved.to_string(), "{server}");
+    let info = text(&admin.cmd(&[b"INFO", b"server"]));
+    assert!(info.contains(&format!("tcp_port:{moved}\r\n")), "{server}: {info}");
+    // The same port again changes nothing.
+    assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"port", moved.to_string().as_bytes()]), ok, "{server}");
+    assert!(listening(moved), "{server}");
+
+    // A port another process holds: Redis's error, the old port kept.
+    let blocker = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = blocker.local_addr().unwrap().port();
+    assert_eq!(
+        admin.cmd(&[b"CONFIG", b"SET", b"port", taken.to_string().as_bytes()]),
+        Value::Error(
+            b"ERR CONFIG SET failed (possibly related to argument 'port') - Unable to listen on this port. Check server logs."
+                .to_vec()
+        ),
+        "{server}"
+    );
+    assert_eq!(config_get(&mut admin, "port"), moved.to_string(), "{server}");
+    assert_eq!(cores_reached(moved, cores).len() as u64, cores, "{server}: the old listener was not kept");
+    drop(blocker);
+
+    // Port 0: no TCP listener; another port: one again.
+    assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"port", b"0"]), ok, "{server}");
+    assert!(!listening(moved), "{server}: port 0 still listens");
+    let again = free_port();
+    assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"port", again.to_string().as_bytes()]), ok, "{server}");
+    assert_eq!(cores_reached(again, cores).len() as u64, cores, "{server}");
+
+    // bind: an optional address the host may lack is skipped.
+    assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"bind", b"127.0.0.1 -::1"]), ok, "{server}");
+    assert_eq!(config_get(&mut admin, "bind"), "127.0.0.1 -::1", "{server}");
+    assert_eq!(cores_reached(again, cores).len() as u64, cores, "{server}");
+    // An address the host lacks (TEST-NET-1), not optional: Redis's error,
+    // the old addresses kept.
+    assert_eq!(
+        admin.cmd(&[b"CONFIG", b"SET", b"bind", b"127.0.0.1 192.0.2.1"]),
+        Value::Error(
+            b"ERR CONFIG SET failed (possibly related to argument 'bind') - Failed to bind to specified addresses."
+                .to_vec()
+        ),
+        "{server}"
+    );
+    assert_eq!(config_get(&mut admin, "bind"), "127.0.0.1 -::1", "{server}");
+    assert_eq!(cores_reached(again, cores).len() as u64, cores, "{server}: the old listener was not kept");
+    let many = vec!["127.0.0.1"; 17].join(" ");
+    assert_eq!(
+        admin.cmd(&[b"CONFIG", b"SET", b"bind", many.as_bytes()]),
+        Value::Error(
+            b"ERR CONFIG SET failed (possibly related to argument 'bind') - Too many bind addresses specified."
+                .to_vec()
+        ),
+        "{server}"
+    );
+    assert_eq!(config_get(&mut admin, "bind"), "127.0.0.1 -::1", "{server}");
+
+    // The connection opened before any of it is still served.
+    assert_eq!(kept.cmd(&[b"PING"]), Value::Simple(b"PONG".to_vec()), "{server}");
+}
+
+#[test]
+fn config_set_port_and_bind_move_the_listeners_as_redis() {
+    let redis = Redis::start();
+    check_rebinding("redis-server", redis.port, 1);
+    let ring = Server::start(&["--shards", &SHARDS.to_string()]);
+    check_rebinding("corekv", ring.port, SHARDS);
+    let reactor = Server::start(&["--shards", "2", "--client-ring", "no"]);
+    check_rebinding("corekv on glommio's reactor", reactor.port, 2);
+}

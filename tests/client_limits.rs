@@ -535,3 +535,345 @@ impl ArrayPair for Value {
         }
     }
 }
+
+/// Whether a client named `name` is connected to the server on `port`.
+fn connected(port: u16, name: &str) -> bool {
+    let list = text(Raw::connect(port).cmd(&[b"CLIENT", b"LIST"]));
+    list.lines().any(|l| l.split(' ').any(|f| f == format!("name={name}")))
+}
+
+/// Waits up to `within` for the client named `name` to be gone.
+fn gone_within(port: u16, name: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if !connected(port, name) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// Reads `n` bytes (or less if the server hangs up).
+fn read_bytes(stream: &mut TcpStream, n: usize) {
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut left = n;
+    while left > 0 {
+        match stream.read(&mut chunk[..left.min(1 << 20)]) {
+            Ok(0) | Err(_) => return,
+            Ok(k) => left -= k,
+        }
+    }
+}
+
+/// The servers a limits test compares: redis-server, and corekv with one
+/// and three shards (with their number of cores).
+fn each_server(run: impl Fn(&str, u16, usize)) {
+    let redis = Redis::start();
+    run("redis", redis.port, 1);
+    for shards in [1, 3] {
+        let corekv = Server::start(&["--shards", &shards.to_string()]);
+        run(&format!("corekv {shards} shard(s)"), corekv.port, shards);
+    }
+}
+
+/// One named connection on each of `cores` cores (a connection's core is
+/// `(CLIENT ID - 1) % cores`): names `{prefix}{core}`.
+fn one_per_core(port: u16, cores: usize, prefix: &str) -> Vec<(String, TcpStream)> {
+    let mut found: Vec<Option<(String, TcpStream)>> = (0..cores).map(|_| None).collect();
+    for _ in 0..200 {
+        if found.iter().all(Option::is_some) {
+            break;
+        }
+        let mut raw = Raw::connect(port);
+        let core = ((int(raw.cmd(&[b"CLIENT", b"ID"])) - 1) as usize) % cores;
+        if found[core].is_none() {
+            let name = format!("{prefix}{core}");
+            assert_eq!(raw.cmd(&[b"CLIENT", b"SETNAME", name.as_bytes()]), Value::Simple(b"OK".to_vec()));
+            shrink_receive_buffer(&raw.stream);
+            found[core] = Some((name, raw.stream));
+        }
+    }
+    found.into_iter().map(|c| c.expect("a connection on every core")).collect()
+}
+
+/// A small receive buffer: the kernel takes little of what is sent.
+fn shrink_receive_buffer(stream: &TcpStream) {
+    let small: libc::c_int = 64 << 10;
+    // SAFETY: setsockopt on an open socket with a c_int option value.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&small as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// `client-output-buffer-limit normal 0 4mb 3`: a client that asked for a
+/// 24 MB reply and reads nothing is over the soft limit; it stays
+/// connected under the 3 seconds and is closed after them, although
+/// nothing more is written to it (Redis's clientsCron check). The same for
+/// a subscriber that stops reading a burst of messages (pubsub 0 4mb 3).
+/// Connections on every core of the 3-shard server, the value on one.
+#[test]
+fn soft_output_limit_closes_a_client_over_it_for_longer_than_its_seconds() {
+    const BIG: usize = 24 << 20;
+    each_server(|server, port, cores| {
+        let mut admin = Raw::connect(port);
+        admin.cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"normal 0 4mb 3 pubsub 0 4mb 3"]);
+        admin.cmd(&[b"SET", b"big", &vec![b'x'; BIG]]);
+        let mut lagging = one_per_core(port, cores, "lagging");
+        // No client is over its soft limit before this.
+        let over_from = Instant::now();
+        for (_, s) in &mut lagging {
+            s.write_all(&Raw::encode(&[b"GET", b"big"])).unwrap();
+        }
+        let mut subscribers = one_per_core(port, cores, "subscriber");
+        for (_, s) in &mut subscribers {
+            s.write_all(&Raw::encode(&[b"SUBSCRIBE", b"ch"])).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let message = vec![b'm'; 100 << 10];
+        for _ in 0..100 {
+            admin.cmd(&[b"PUBLISH", b"ch", &message]);
+        }
+        std::thread::sleep(Duration::from_millis(1500));
+        let names: Vec<&String> = lagging.iter().chain(&subscribers).map(|(n, _)| n).collect();
+        for name in &names {
+            // Closed is wrong only if it cannot yet have been over for
+            // more than 3 s (a slow machine may have taken that long).
+            let open = connected(port, name);
+            let over_at_most = over_from.elapsed();
+            assert!(
+                open || over_at_most > Duration::from_secs(3),
+                "{server}: {name} closed before its soft limit's seconds"
+            );
+        }
+        for name in &names {
+            assert!(gone_within(port, name, Duration::from_secs(15)), "{server}: {name} still connected");
+        }
+        admin.cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"normal 0 0 0 pubsub 32mb 8mb 60"]);
+    });
+}
+
+/// The time over the soft limit is continuous time, as Redis counts it: a
+/// subscriber that stops reading 40 messages of 1 MB is over its soft
+/// limit (`pubsub 0 16mb 5`); after 2 s it reads 30 of them (what it still
+/// holds is under the limit, and not nothing); 2 s later 40 more come and
+/// it is over again for 3.5 s. It was never over for the 5 s the limit
+/// allows and stays connected; left over it, it is then closed.
+/// Subscribers on every core of the 3-shard server.
+#[test]
+fn soft_output_limit_time_restarts_when_the_client_falls_under_it() {
+    let message = vec![b'm'; 1 << 20];
+    let pushed = format!("*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n${}\r\n", message.len()).len() + message.len() + 2;
+    each_server(|server, port, cores| {
+        let mut admin = Raw::connect(port);
+        admin.cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub 0 16mb 5"]);
+        let mut subscribers = one_per_core(port, cores, "catching-up");
+        for (_, s) in &mut subscribers {
+            s.write_all(&Raw::encode(&[b"SUBSCRIBE", b"ch"])).unwrap();
+            read_bytes(s, b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n".len());
+        }
+        let publish = |admin: &mut Raw| {
+            for _ in 0..40 {
+                admin.cmd(&[b"PUBLISH", b"ch", &message]);
+            }
+        };
+        let first_over = Instant::now();
+        publish(&mut admin);
+        std::thread::sleep(Duration::from_secs(2));
+        for (_, s) in &mut subscribers {
+            read_bytes(s, 30 * pushed);
+        }
+        // The server sees them under the limit at its next check (its cron
+        // runs 10 times a second): give it a second.
+        let first_window = first_over.elapsed() + Duration::from_secs(1);
+        std::thread::sleep(Duration::from_secs(2));
+        let second_over = Instant::now();
+        publish(&mut admin);
+        std::thread::sleep(Duration::from_millis(3500));
+        for (name, _) in &subscribers {
+            let open = connected(port, name);
+            // Only a machine slow enough to stretch a time over the limit
+            // past its 5 s excuses a close.
+            let longest = first_window.max(second_over.elapsed());
+            assert!(
+                open || longest > Duration::from_secs(5),
+                "{server}: {name} closed though never over its soft limit for 5 s in a row"
+            );
+        }
+        for (name, _) in &subscribers {
+            assert!(gone_within(port, name, Duration::from_secs(15)), "{server}: {name} never closed");
+        }
+        admin.cmd(&[b"CONFIG", b"SET", b"client-output-buffer-limit", b"pubsub 32mb 8mb 60"]);
+    });
+}
+
+/// A /proc/<pid>/status field in kB.
+fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// With `client-query-buffer-limit 64mb`, a client sending a 60 MB argument
+/// costs the server the argument once: its peak RSS (VmHWM, reset before)
+/// rises by at most 1.2× the limit over its RSS before (it rose by ~129 MB
+/// when the buffer doubled its way up, the allocator keeping each smaller
+/// copy). The command keeps nothing (SET ... XX of a missing key, run on
+/// the connection's own core), so the query buffer alone is measured;
+/// redis-server's figure is shown beside it.
+#[test]
+fn a_big_argument_is_held_once() {
+    const ARG: usize = 60 << 20;
+    let limit_kb = 64 << 10;
+    let send = |port: u16, pid: u32, cores: usize| -> u64 {
+        let mut conn = Raw::connect(port);
+        let core = ((int(conn.cmd(&[b"CLIENT", b"ID"])) - 1) as usize) % cores;
+        let key = (0..)
+            .map(|i| format!("missing:{i}").into_bytes())
+            .find(|k| key_slot(k) as usize * cores / SLOTS == core)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+        let before = status_kb(pid, "VmRSS:");
+        let mut request = format!("*4\r\n$3\r\nSET\r\n${}\r\n", key.len()).into_bytes();
+        request.extend_from_slice(&key);
+        request.extend_from_slice(format!("\r\n${ARG}\r\n").as_bytes());
+        conn.send(&request);
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..ARG >> 20 {
+            conn.send(&chunk);
+        }
+        conn.send(b"\r\n$2\r\nXX\r\n");
+        assert_eq!(conn.read(), Some(Value::Nil));
+        status_kb(pid, "VmHWM:").saturating_sub(before)
+    };
+    let redis = Redis::start_with(&["--client-query-buffer-limit", "64mb"]);
+    let redis_peak = send(redis.port, redis_pid(redis.port), 1);
+    for shards in [1, 3] {
+        let server = Server::start(&["--shards", &shards.to_string(), "--client-query-buffer-limit", "64mb"]);
+        let peak = send(server.port, server.child.id(), shards);
+        eprintln!("{shards} shard(s): peak RSS +{} MB (redis-server +{} MB)", peak >> 10, redis_peak >> 10);
+        assert!(
+            peak * 10 <= limit_kb * 12,
+            "{shards} shard(s): peak RSS rose by {} MB for a 60 MB argument (limit 64 MB; redis-server: {} MB)",
+            peak >> 10,
+            redis_peak >> 10
+        );
+    }
+}
+
+/// A connection on core `core` of `cores` (any on redis-server), named
+/// `name`.
+fn named_on_core(port: u16, cores: usize, core: usize, name: &str) -> Raw {
+    for _ in 0..200 {
+        let mut raw = Raw::connect(port);
+        if ((int(raw.cmd(&[b"CLIENT", b"ID"])) - 1) as usize) % cores == core % cores {
+            assert_eq!(raw.cmd(&[b"CLIENT", b"SETNAME", name.as_bytes()]), Value::Simple(b"OK".to_vec()));
+            return raw;
+        }
+    }
+    panic!("no connection landed on core {core}");
+}
+
+/// CLIENT LIST's `tot-mem=` of the client named `name` (0 when gone).
+fn client_memory(port: u16, name: &str) -> u64 {
+    let list = text(Raw::connect(port).cmd(&[b"CLIENT", b"LIST"]));
+    let line = list.lines().find(|l| l.split(' ').any(|f| f == format!("name={name}")));
+    line.map_or(0, |l| max_field(l, "tot-mem="))
+}
+
+/// Sends the start of `SET k <len bytes>`, its header and half its bytes
+/// (the server makes room for the whole argument), and waits until the
+/// server counts it in the client's memory, or has closed the client.
+fn hold_big_argument(port: u16, raw: &mut Raw, name: &str, len: usize) {
+    // The server may close it as soon as it sees the header (Redis makes
+    // room for the argument then): the rest of the writes may fail.
+    let _ = raw.stream.write_all(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${len}\r\n").as_bytes());
+    let _ = raw.stream.write_all(&vec![b'x'; len / 2]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let held = client_memory(port, name);
+        if held == 0 || held >= len as u64 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} never counted its query buffer");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn evicted_clients(port: u16) -> u64 {
+    let info = text(Raw::connect(port).cmd(&[b"INFO", b"stats"]));
+    info.lines().find_map(|l| l.strip_prefix("evicted_clients:")).expect("evicted_clients").trim().parse().unwrap()
+}
+
+/// `maxmemory-clients` as Redis 7.0's client eviction: when the clients'
+/// memory together reaches the limit, the largest evictable client is
+/// closed (not the one that just grew), and only until the rest is under
+/// it; CLIENT NO-EVICT clients are counted but never closed; a lower limit
+/// (here as a percentage of maxmemory) evicts at once; INFO stats counts
+/// them in evicted_clients. The big clients hold partial arguments of 4,
+/// 2 and 1 MB (limit 5 MB), each on another core of the 3-shard server.
+#[test]
+fn clients_over_maxmemory_clients_are_evicted_largest_first() {
+    let ok = Value::Simple(b"OK".to_vec());
+    let (four, two, one) = (4_000_000, 2_000_000, 1_000_000);
+    each_server(|server, port, cores| {
+        let mut admin = Raw::connect(port);
+        assert_eq!(admin.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), ok);
+        assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"5mb"]), ok);
+        assert_eq!(evicted_clients(port), 0, "{server}");
+
+        // 4 MB, then 2 MB: over; the 4 MB one goes, though the 2 MB one grew.
+        let mut big = named_on_core(port, cores, 0, "big");
+        hold_big_argument(port, &mut big, "big", four);
+        let mut medium = named_on_core(port, cores, 1, "medium");
+        hold_big_argument(port, &mut medium, "medium", two);
+        assert!(gone_within(port, "big", Duration::from_secs(10)), "{server}: the largest client stays");
+        assert!(big.closed(), "{server}");
+        // 1 MB more: under the limit, nothing goes.
+        let mut small = named_on_core(port, cores, 2, "small");
+        hold_big_argument(port, &mut small, "small", one);
+        assert!(connected(port, "medium") && connected(port, "small"), "{server}: evicted below the limit");
+        assert_eq!(evicted_clients(port), 1, "{server}");
+        drop((medium, small));
+        assert!(
+            gone_within(port, "medium", Duration::from_secs(10)) && gone_within(port, "small", Duration::from_secs(10))
+        );
+
+        // A no-evict client is counted, never closed: the next largest goes.
+        let mut protected = named_on_core(port, cores, 1, "protected");
+        assert_eq!(protected.cmd(&[b"CLIENT", b"NO-EVICT", b"on"]), ok);
+        hold_big_argument(port, &mut protected, "protected", four);
+        let mut victim = named_on_core(port, cores, 2, "victim");
+        hold_big_argument(port, &mut victim, "victim", two);
+        assert!(gone_within(port, "victim", Duration::from_secs(10)), "{server}: the evictable client stays");
+        assert!(connected(port, "protected"), "{server}: a no-evict client was evicted");
+        assert_eq!(evicted_clients(port), 2, "{server}");
+        drop(protected);
+        assert!(gone_within(port, "protected", Duration::from_secs(10)));
+
+        // No limit: nothing goes; a limit of 5% of 100 MB then: the
+        // largest goes at once.
+        assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"maxmemory-clients", b"0"]), ok);
+        let mut a = named_on_core(port, cores, 2, "a");
+        hold_big_argument(port, &mut a, "a", four);
+        let mut b = named_on_core(port, cores, 0, "b");
+        hold_big_argument(port, &mut b, "b", two);
+        assert!(connected(port, "a") && connected(port, "b"), "{server}: evicted without a limit");
+        assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"100mb", b"maxmemory-clients", b"5%"]), ok);
+        assert!(gone_within(port, "a", Duration::from_secs(10)), "{server}: a lower limit evicted nothing");
+        assert!(connected(port, "b"), "{server}");
+        assert_eq!(evicted_clients(port), 3, "{server}");
+        assert_eq!(admin.cmd(&[b"CONFIG", b"RESETSTAT"]), ok);
+        assert_eq!(evicted_clients(port), 0, "{server}");
+        assert_eq!(admin.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"0", b"maxmemory-clients", b"0"]), ok);
+    });
+}

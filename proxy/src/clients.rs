@@ -1,6 +1,7 @@
 //! The connections of one core, for CLIENT LIST/INFO/KILL and INFO clients.
 //! Each core lists its own; the server-wide views are gathered over the mesh.
 
+use shard::config::{OutputBufferLimit, OutputBufferLimits};
 use slab::Slab;
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -59,6 +60,13 @@ pub struct ClientInfo {
     pub unblock: Option<Rc<Unblock>>,
     /// CLIENT KILL closed it: a connection held by a pause gives up.
     pub killed: Cell<bool>,
+    /// The unix second its output was first seen over its soft
+    /// `client-output-buffer-limit` (Redis's obuf_soft_limit_reached_time),
+    /// shared by every check: the connection's writes, pushes, the cron.
+    pub soft_limit_since: Option<u64>,
+    /// Its memory as last counted into its core's total for
+    /// `maxmemory-clients` (Redis's last_memory_usage; client_evict.rs).
+    pub counted_memory: u64,
 }
 
 /// CLIENT UNBLOCK's word to a connection blocked in a pop (from any core).
@@ -104,6 +112,45 @@ pub struct Tracking {
 }
 
 impl ClientInfo {
+    /// The `client-output-buffer-limit` class it is held to here (Redis's
+    /// getClientType: pubsub while subscribed); a replica's link is held to
+    /// its own by the replication feed.
+    pub fn output_limit(&self, limits: &OutputBufferLimits) -> Option<OutputBufferLimit> {
+        match (self.replica, self.pubsub()) {
+            (true, _) => None,
+            (false, true) => Some(limits.pubsub),
+            (false, false) => Some(limits.normal),
+        }
+    }
+
+    /// Redis's checkClientOutputBufferLimits for `held` bytes of output at
+    /// unix second `now`: true at the hard limit, or when the output has
+    /// been over the soft limit for more than its seconds (whole seconds,
+    /// as Redis's server.unixtime). Seen under the soft limit, the time
+    /// over it starts again.
+    pub fn output_limit_reached(&mut self, held: u64, limit: OutputBufferLimit, now: u64) -> bool {
+        let hard = limit.hard > 0 && held >= limit.hard;
+        let mut soft = limit.soft > 0 && held >= limit.soft;
+        if soft {
+            match self.soft_limit_since {
+                None => {
+                    self.soft_limit_since = Some(now);
+                    soft = false;
+                }
+                Some(since) => soft = now.saturating_sub(since) > limit.soft_seconds,
+            }
+        } else {
+            self.soft_limit_since = None;
+        }
+        hard || soft
+    }
+
+    /// The unix millisecond from which output still over the soft limit
+    /// is over it for too long.
+    pub fn soft_limit_deadline_ms(&self, limit: OutputBufferLimit) -> Option<u64> {
+        self.soft_limit_since.map(|since| (since + limit.soft_seconds + 1) * 1000)
+    }
+
     /// What the connection holds: its query buffer, pending output, queued
     /// MULTI commands and the fixed cost of its state.
     pub fn total_memory(&self) -> usize {

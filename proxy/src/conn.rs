@@ -48,6 +48,14 @@ fn give_back_read_buffer(buf: Vec<u8>) {
     }
 }
 
+/// A read buffer of `len` bytes holding `filled`, from fresh zeroed memory
+/// (pages the kernel maps as they are first written).
+fn regrow(filled: &[u8], len: usize) -> Vec<u8> {
+    let mut bigger = vec![0u8; len];
+    bigger[..filled.len()].copy_from_slice(filled);
+    bigger
+}
+
 /// Replies buffered beyond this are sent before the rest of the batch runs,
 /// so a client pipelining reads of large values without reading its replies
 /// is held back by TCP instead of growing this buffer without bound.
@@ -109,6 +117,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
                 blocked: false,
                 unblock: None,
                 killed: Default::default(),
+                soft_limit_since: None,
+                counted_memory: 0,
                 output: stream.output_probe(),
                 rbs: 0,
                 rbp: 0,
@@ -162,7 +172,8 @@ pub async fn serve(core: Rc<Core>, stream: ClientStream, port: Port) {
         // CLIENT TRACKING: clients redirecting here learn it is gone.
         crate::tracking::closed(&core, id);
         pubsub::forget(&mut conn);
-        core.clients.borrow_mut().list.remove(registry_key);
+        let gone = core.clients.borrow_mut().list.remove(registry_key);
+        crate::client_evict::forget(&core, &gone);
     }
     let _ = stream.close().await;
     process.connected_clients.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -194,11 +205,22 @@ impl Connection {
                     }
                     buf = take_read_buffer();
                 } else if filled == buf.len() {
-                    // Doubling: memory follows the bytes that actually arrive,
-                    // not the length a bulk header announces; one byte past
-                    // the limit is enough to know it is passed.
-                    let limit = self.core.config().client_query_buffer_limit as usize;
-                    buf.resize((buf.len() * 2).min(limit.saturating_add(1)).max(filled + 1), 0);
+                    // One byte past the limit is enough to know it is passed.
+                    let cap = (self.core.config().client_query_buffer_limit as usize).saturating_add(1);
+                    match parser.big_bulk_end() {
+                        // Redis's big-argument read: room for the rest of the
+                        // argument at once (and a read's worth after it),
+                        // so the buffer is not grown and copied again and
+                        // again for it, leaving the allocator every smaller
+                        // copy (a 60 MB argument held ~125 MB). Fresh zeroed
+                        // pages: resident only as the bytes arrive, not as
+                        // long as the header announces.
+                        Some(end) if end > buf.len() => {
+                            buf = regrow(&buf[..filled], (end + READ_CHUNK).min(cap).max(filled + 1))
+                        }
+                        // Doubling: memory follows the bytes that arrive.
+                        _ => buf.resize((buf.len() * 2).min(cap).max(filled + 1), 0),
+                    }
                 }
                 let read = match self.state.push.clone() {
                     None => stream.read(&mut buf[filled..]).await,
@@ -418,21 +440,25 @@ impl Connection {
     async fn write_out(&mut self, stream: &mut ClientStream) -> bool {
         let len = self.pipeline.out.len();
         loop {
-            let mut held = self.pipeline.held_bytes() + stream.pending_output();
+            // The socket layer's queue is read live by CLIENT LIST and the
+            // cron; what the connection itself holds is recorded.
+            let socket = stream.pending_output();
+            let mut own = self.pipeline.held_bytes();
             if let Some(queue) = &self.state.push {
                 // Pushes arriving while this write waits count with it.
-                queue.held_by_conn.set(held);
+                queue.held_by_conn.set(own + socket);
                 if queue.overflowed.get() {
                     return false;
                 }
-                held += queue.len();
+                own += queue.len();
             }
+            let held = own + socket;
             let Some(soft_deadline) = self.output_limit_check(held) else {
                 return false;
             };
             if held > len {
                 // CLIENT LIST shows what a lagging reader holds.
-                self.set_registry_omem(held);
+                self.set_registry_omem(own);
             }
             let written = match soft_deadline {
                 None => Some(stream.write_vec(&mut self.pipeline.out).await),
@@ -467,33 +493,25 @@ impl Connection {
         true
     }
 
-    /// `client-output-buffer-limit normal` (Redis's checkClientOutputBufferLimits)
-    /// for `held` bytes of output: `None` when the client is to be closed
-    /// (logged as Redis does), else when a soft limit would be passed for
-    /// long enough if the output stays.
+    /// `client-output-buffer-limit` (Redis's checkClientOutputBufferLimits,
+    /// the pubsub class while subscribed) for `held` bytes of output:
+    /// `None` when the client is to be closed (logged as Redis does), else
+    /// when the output, if it stays over the soft limit, is over it for too
+    /// long (the time over it is the client's, kept in the registry).
     fn output_limit_check(&mut self, held: usize) -> Option<Option<Instant>> {
         let limits = self.core.config().client_output_buffer_limit;
-        // A subscribed client is held to the pubsub class (Redis's getClientType).
-        let subscribed = self.state.push.as_ref().is_some_and(|q| q.subscribed.get());
-        let limit = if subscribed { limits.pubsub } else { limits.normal };
-        let held = held as u64;
-        let hard = limit.hard > 0 && held >= limit.hard;
-        let mut soft = false;
-        if limit.soft > 0 && held >= limit.soft {
-            let now = Instant::now();
-            let since = *self.pipeline.soft_limit_since.get_or_insert(now);
-            soft = now.duration_since(since).as_secs() > limit.soft_seconds;
-        } else {
-            self.pipeline.soft_limit_since = None;
-        }
-        if hard || soft {
-            log::warning(&format!(
-                "Client {} scheduled to be closed ASAP for overcoming of output buffer limits.",
-                self.client_line()
-            ));
+        let now_ms = shard::unix_ms();
+        let mut clients = self.core.clients.borrow_mut();
+        let Some(c) = clients.list.get_mut(self.state.registry_key) else { return Some(None) };
+        let Some(limit) = c.output_limit(&limits) else { return Some(None) };
+        if c.output_limit_reached(held as u64, limit, now_ms / 1000) {
+            let line = c.line(Instant::now());
+            drop(clients);
+            log::warning(&format!("Client {line} scheduled to be closed ASAP for overcoming of output buffer limits."));
             return None;
         }
-        Some(self.pipeline.soft_limit_since.map(|since| since + Duration::from_secs(limit.soft_seconds + 1)))
+        let deadline = c.soft_limit_deadline_ms(limit);
+        Some(deadline.map(|at| Instant::now() + Duration::from_millis(at.saturating_sub(now_ms))))
     }
 
     /// This connection's CLIENT LIST line, for log lines.
@@ -506,6 +524,7 @@ impl Connection {
         if let Some(c) = self.core.clients.borrow_mut().list.get_mut(self.state.registry_key) {
             c.omem = omem;
         }
+        crate::client_evict::recount(&self.core, self.state.registry_key);
     }
 
     /// SYNC/PSYNC: from here on the socket carries the replication stream.
@@ -556,6 +575,8 @@ impl Connection {
             c.omem = 0;
             c.multi = self.state.multi.as_ref().map_or((-1, 0), |q| q.size());
         }
+        drop(clients);
+        crate::client_evict::recount(&self.core, self.state.registry_key);
     }
 }
 

@@ -22,7 +22,7 @@ use shard::{CommandSpec, Shard};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -52,7 +52,9 @@ pub struct Process {
     pub config_file: String,
     /// CPU of each shard.
     pub cpus: Vec<usize>,
-    pub tcp_port: u16,
+    /// The client port listened on (INFO's tcp_port; CONFIG SET port
+    /// changes it, 0: none).
+    pub tcp_port: AtomicU16,
     pub memory: fn() -> MemoryInfo,
     /// Net bytes allocated by the calling thread (each core reports its own).
     pub thread_allocated: fn() -> i64,
@@ -64,6 +66,19 @@ pub struct Process {
     pub signal_shutdown: AtomicBool,
     /// Each core's running script, for SCRIPT KILL / FUNCTION KILL.
     pub scripts: Vec<crate::scripting::context::ScriptStatus>,
+    /// Each core's client memory, for client eviction.
+    pub client_memory: Vec<ClientMemory>,
+}
+
+/// One core's client memory for `maxmemory-clients` (client_evict.rs),
+/// read by every core.
+#[derive(Default)]
+pub struct ClientMemory {
+    /// Memory of the core's normal and pubsub clients.
+    pub total: AtomicU64,
+    /// The largest evictable client's memory (0: none); refreshed by the
+    /// cron, raised as clients grow.
+    pub largest: AtomicU64,
 }
 
 /// 40 random hex digits: the run id, replication ids, EOF marks (as Redis's
@@ -87,6 +102,11 @@ impl Process {
     pub fn shutting_down(&self) -> bool {
         self.shutdown.load(Ordering::Relaxed)
     }
+
+    /// The client port listened on (0: none).
+    pub fn tcp_port(&self) -> u16 {
+        self.tcp_port.load(Ordering::Relaxed)
+    }
 }
 
 /// Counters kept by the proxy side of a core.
@@ -103,6 +123,8 @@ pub struct CoreStats {
     pub hops_sent: Cell<u64>,
     /// Commands carried by those batches.
     pub remote_commands: Cell<u64>,
+    /// Clients closed by `maxmemory-clients` (INFO's evicted_clients).
+    pub evicted_clients: Cell<u64>,
     /// Samples of total commands for instantaneous_ops_per_sec.
     pub ops_samples: RefCell<OpsSamples>,
     /// Command latency for the metrics endpoint.
@@ -233,6 +255,27 @@ pub struct Core {
     /// (a busy script): the client ring's, set by the server; none on
     /// glommio's reactor.
     pub while_blocked: RefCell<Option<Box<dyn Fn()>>>,
+    /// This core's client listeners, set by the server once it listens.
+    pub listening: RefCell<Option<Rc<dyn Listening>>>,
+}
+
+/// A core's client listeners as CONFIG SET port and bind change them at
+/// run time (Redis's changeListenPort and changeBindAddr), in two steps
+/// over every core, so that a failure anywhere keeps the old ones
+/// everywhere. Held by `server.rs`, which knows how to accept.
+pub trait Listening {
+    /// Opens, listening but not accepted on yet, the sockets that bind
+    /// addresses `bind` and client port `port` (0: none) need beyond those
+    /// open. `probe`: first makes sure, with plain binds, that no other
+    /// process holds the new addresses (every core's SO_REUSEPORT would
+    /// share them with it silently). False, with Redis's warning logged,
+    /// when one cannot be opened; nothing stays opened then.
+    fn prepare(&self, bind: &[String], port: u16, probe: bool) -> bool;
+    /// Accepts on what `prepare` opened and closes the listeners no longer
+    /// wanted; the connections they accepted go on.
+    fn commit(&self);
+    /// Closes what `prepare` opened.
+    fn abort(&self);
 }
 
 impl Core {
@@ -251,6 +294,7 @@ impl Core {
             monitors: Default::default(),
             pause: Default::default(),
             while_blocked: Default::default(),
+            listening: Default::default(),
             blocked: Default::default(),
             blocked_here: Cell::new(0),
             waiter_seq: Cell::new(0),

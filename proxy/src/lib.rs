@@ -5,6 +5,7 @@
 
 pub mod acl;
 pub mod blocking;
+pub mod client_evict;
 pub mod clients;
 pub mod cluster;
 pub mod commands;
@@ -15,6 +16,7 @@ pub mod execute;
 pub mod fd_limit;
 pub mod fd_shed;
 pub mod latency;
+pub mod listen;
 pub mod log;
 pub mod mesh;
 pub mod metrics;

@@ -64,9 +64,6 @@ pub struct Pipeline {
     pub caller: shard::tracking::Caller,
     /// MONITOR: the current command's line, taken by where it runs.
     pub monitor_line: Option<Box<[u8]>>,
-    /// Since when the output has been over `client-output-buffer-limit`'s
-    /// soft limit.
-    pub soft_limit_since: Option<std::time::Instant>,
     /// The current command went whole to another core (which counts it).
     pub sent_whole: bool,
     /// Slow-log entries of this connection's commands that ran on other
@@ -107,7 +104,6 @@ impl Pipeline {
             lock_with: None,
             caller: Default::default(),
             monitor_line: None,
-            soft_limit_since: None,
             sent_whole: false,
             slow: Vec::new(),
             silent: false,

@@ -4,10 +4,10 @@
 
 use crate::cluster::reload::reload_topology;
 use crate::cluster::ClusterView;
-use crate::conn;
 use crate::coordinator::serve::serve;
 use crate::core::{Core, Process};
 use crate::fd_shed;
+use crate::listen::{listen_socket, reactor_listener, spawn_conn, ClientListeners, TLS_TAG};
 use crate::log;
 use crate::mesh::{Mesh, RequestMesh, ResponseMesh};
 use crate::persistence::{self, load::Dump};
@@ -15,14 +15,10 @@ use crate::replication::replica::{self, link};
 use crate::ring::{Ring, RingConfig};
 use crate::session::Port;
 use crate::stream::ClientStream;
-use crate::tls;
 use glommio::net::TcpListener;
 use shard::{Config, Shard};
-use socket2::{Domain, Protocol, Socket, Type};
-use std::future::Future;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
-use std::pin::Pin;
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,78 +41,10 @@ pub struct CoreSetup {
     pub aof: Option<Arc<crate::persistence::aof::Found>>,
 }
 
-/// A listening socket for this core, with the options Redis's
-/// `anetTcpServer` sets (SO_REUSEADDR, IPV6_V6ONLY, close-on-exec,
-/// non-blocking, `tcp-backlog`). `shared`: SO_REUSEPORT, so every core
-/// listens on the port and the kernel spreads connections over them;
-/// otherwise the port is this core's alone.
-pub fn listen_socket(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<Socket> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM.cloexec(), Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(shared)?;
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(backlog)?;
-    Ok(socket)
-}
-
-/// The listener and its fd (kept to shut it down at exit).
-fn listener(addr: SocketAddr, backlog: i32, shared: bool) -> std::io::Result<(RawFd, TcpListener)> {
-    let socket = listen_socket(addr, backlog, shared)?;
-    let fd = socket.as_raw_fd();
-    // SAFETY: a freshly created listening TCP socket whose ownership moves
-    // into the glommio listener.
-    Ok((fd, unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) }))
-}
-
-/// Serves an accepted connection; `tls`: after a TLS handshake. A
-/// connection on the client ring is its driver's task, else glommio's.
-fn spawn_conn(core: Rc<Core>, stream: ClientStream, port: Port, tls: Option<TlsConfig>) {
-    let ring = match &stream {
-        ClientStream::Ring(s) => Some(s.ring().clone()),
-        _ => None,
-    };
-    let serving: Pin<Box<dyn Future<Output = ()>>> = match tls {
-        None => Box::pin(conn::serve(core, stream, port)),
-        Some(config) => Box::pin(tls::accept::serve(core, stream, port, tls::settings::current(config))),
-    };
-    match ring {
-        Some(ring) => ring.spawn(serving),
-        None => drop(glommio::spawn_local(serving).detach()),
-    }
-}
-
-type TlsConfig = Arc<rustls::ServerConfig>;
-
-/// The ring's listener tag: the port, and whether it speaks TLS.
-const TLS_TAG: usize = 1 << 8;
-
-/// Accepts until shutdown, when [`stop_listening`] makes the pending accept
-/// fail; the listener is closed as the loop returns.
-async fn accept_loop(core: Rc<Core>, listener: TcpListener, listener_fd: RawFd, port: Port, tls: Option<TlsConfig>) {
-    loop {
-        match listener.accept().await {
-            Ok(stream) => {
-                if core.process.shutting_down() {
-                    return;
-                }
-                spawn_conn(core.clone(), ClientStream::Reactor(stream), port, tls.clone());
-            }
-            Err(_) if core.process.shutting_down() => return,
-            Err(e) => {
-                let e = std::io::Error::from(e);
-                if e.raw_os_error().is_some_and(fd_shed::exhausted) {
-                    fd_shed::shed(listener_fd, &e);
-                } else {
-                    log::warning(&format!("Accepting client connection: {e}"));
-                }
-                glommio::timer::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    }
+/// A listener of this core alone (metrics-port) and its fd (kept to shut
+/// it down at exit).
+fn listener(addr: SocketAddr, backlog: i32) -> std::io::Result<(RawFd, TcpListener)> {
+    Ok(reactor_listener(listen_socket(addr, backlog, false)?))
 }
 
 /// Periodic work, `hz` times a second; returns when shutdown is requested.
@@ -159,6 +87,37 @@ async fn cron(core: Rc<Core>) {
         if timeout > 0 {
             close_idle_clients(&core, Duration::from_secs(timeout));
         }
+        close_clients_over_output_limits(&core);
+        crate::client_evict::cron(&core);
+    }
+}
+
+/// Redis's clientsCron output buffer check: a client holding output over
+/// its hard limit, or over its soft one for longer than its seconds, is
+/// closed even when nothing new is written to it (one big reply or a
+/// burst of pushes it does not read); one seen under its soft limit starts
+/// its time over it again. As Redis, a client holding nothing is skipped.
+fn close_clients_over_output_limits(core: &Core) {
+    let limits = core.config().client_output_buffer_limit;
+    let now_secs = shard::unix_ms() / 1000;
+    let mut over = Vec::new();
+    {
+        let mut clients = core.clients.borrow_mut();
+        for (key, c) in clients.list.iter_mut() {
+            let Some(limit) = c.output_limit(&limits).filter(|l| l.hard > 0 || l.soft > 0) else { continue };
+            let pushes = core.push.get(c.id).map_or(0, |q| q.len());
+            let held = (c.output_memory() + pushes) as u64;
+            if held > 0 && c.output_limit_reached(held, limit, now_secs) {
+                over.push((key, c.id, c.line(Instant::now())));
+            }
+        }
+    }
+    for (key, id, line) in over {
+        log::warning(&format!("Client {line} closed for overcoming of output buffer limits."));
+        if let Some(queue) = core.push.get(id) {
+            queue.overflow();
+        }
+        core.clients.borrow().kill(key);
     }
 }
 
@@ -256,7 +215,6 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
     // Loading raises no notifications (Redis loads without any).
     core.shard.borrow_mut().notifications().clear();
     glommio::spawn_local(crate::notify::run(core.clone())).detach();
-    let tls = Listeners::new(&core, node_port)?;
     let metrics = metrics_listeners(&core, &setup.listen, backlog)?;
     if core.config().client_ring {
         let config = RingConfig {
@@ -265,63 +223,24 @@ pub async fn run_core(setup: CoreSetup, listening: impl FnOnce()) -> std::io::Re
             ..RingConfig::default()
         };
         match client_ring(config) {
-            Ok(ring) => return run_ring(core, ring, &setup.listen, backlog, &tls, metrics, listening).await,
+            Ok(ring) => return run_ring(core, ring, &setup.listen, node_port, metrics, listening).await,
             Err(e) if core.index == 0 => {
                 log::warning(&format!("client-ring: {e}; client sockets stay on glommio's reactor"))
             }
             Err(_) => {}
         }
     }
-    let mut accepting = Vec::new();
-    for addr in &setup.listen {
-        for (at, port, shared, tls) in tls.sockets(*addr) {
-            let (fd, socket) = listener(at, backlog, shared)?;
-            accepting.push((fd, glommio::spawn_local(accept_loop(core.clone(), socket, fd, port, tls)).detach()));
-        }
-    }
+    let listeners = Rc::new(ClientListeners::new(&core, node_port, None)?);
+    listeners.start(&setup.listen)?;
+    *core.listening.borrow_mut() = Some(listeners.clone());
     listening();
     cron(core.clone()).await;
+    core.listening.take();
     stop_listening(metrics).await;
-    stop_listening(accepting).await;
+    listeners.stop().await;
     close_connections(&core).await;
     crate::persistence::aof::flush_at_exit(&core).await;
     Ok(())
-}
-
-/// This core's listeners: the client port, `tls-port`, and in per-core
-/// cluster mode the shard's own node port (TLS with `tls-cluster`), on this
-/// core only, so a cluster client reaches the owning core with no hop.
-struct Listeners {
-    tls_port: u16,
-    node_port: Option<u16>,
-    node_tls: bool,
-    /// This core's own TLS configuration (its own session cache).
-    config: Option<TlsConfig>,
-}
-
-impl Listeners {
-    fn new(core: &Core, node_port: Option<u16>) -> std::io::Result<Listeners> {
-        let settings = &core.config().tls;
-        let node_tls = settings.cluster && node_port.is_some();
-        let config = match settings.port != 0 || node_tls {
-            true => Some(tls::settings::server_config(settings).map_err(std::io::Error::other)?),
-            false => None,
-        };
-        Ok(Listeners { tls_port: settings.port, node_port, node_tls, config })
-    }
-
-    /// (address, port kind, SO_REUSEPORT, TLS) of each socket for `addr`.
-    fn sockets(&self, addr: SocketAddr) -> Vec<(SocketAddr, Port, bool, Option<TlsConfig>)> {
-        let mut sockets = vec![(addr, Port::Client, true, None)];
-        if self.tls_port != 0 {
-            sockets.push((SocketAddr::new(addr.ip(), self.tls_port), Port::Client, true, self.config.clone()));
-        }
-        if let Some(port) = self.node_port {
-            let tls = if self.node_tls { self.config.clone() } else { None };
-            sockets.push((SocketAddr::new(addr.ip(), port), Port::Node, false, tls));
-        }
-        sockets
-    }
 }
 
 /// `metrics-port`: core 0 serves it on every bind address.
@@ -336,7 +255,7 @@ fn metrics_listeners(
     }
     let mut accepting = Vec::new();
     for addr in listen {
-        let (fd, socket) = listener(SocketAddr::new(addr.ip(), port), backlog, false)?;
+        let (fd, socket) = listener(SocketAddr::new(addr.ip(), port), backlog)?;
         accepting.push((fd, glommio::spawn_local(crate::metrics::accept_loop(core.clone(), socket)).detach()));
     }
     Ok(accepting)
@@ -359,22 +278,18 @@ async fn run_ring(
     core: Rc<Core>,
     ring: Rc<Ring>,
     listen: &[SocketAddr],
-    backlog: i32,
-    tls: &Listeners,
+    node_port: Option<u16>,
     metrics: Vec<(RawFd, glommio::task::JoinHandle<()>)>,
     listening: impl FnOnce(),
 ) -> std::io::Result<()> {
     if core.index == 0 {
         log::notice(&format!("Client sockets on corekv's own io_uring per shard ({})", ring.setup));
     }
-    for addr in listen {
-        for (at, port, shared, config) in tls.sockets(*addr) {
-            let tag = port as usize | if config.is_some() { TLS_TAG } else { 0 };
-            ring.listen(listen_socket(at, backlog, shared)?.into(), tag);
-        }
-    }
+    let listeners = Rc::new(ClientListeners::new(&core, node_port, Some(ring.clone()))?);
+    listeners.start(listen)?;
+    *core.listening.borrow_mut() = Some(listeners.clone());
     let serving = core.clone();
-    let config = tls.config.clone();
+    let config = listeners.tls.clone();
     ring.on_accept(move |stream, tag| {
         let port = if tag & !TLS_TAG == Port::Node as usize { Port::Node } else { Port::Client };
         let tls = if tag & TLS_TAG != 0 { config.clone() } else { None };
@@ -393,7 +308,9 @@ async fn run_ring(
     let driver = glommio::spawn_local(ring.clone().drive()).detach();
     listening();
     cron(core.clone()).await;
+    core.listening.take();
     stop_listening(metrics).await;
+    listeners.stop().await;
     ring.stop();
     close_connections(&core).await;
     let reaped = futures_lite::future::or(async { driver.await.is_some() }, async {

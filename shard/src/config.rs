@@ -769,12 +769,17 @@ fn show_memory_or_percent(v: i64) -> String {
 }
 
 pub static PARAMS: &[Param] = &[
-    param!("port", false, |c| c.port.to_string(), |c, v| c.port = int_in(v, 0, 65535)? as u16),
-    param!("bind", false, |c| c.bind.join(" "), |c, v| {
-        if v.is_empty() {
-            return Err("wrong number of arguments".into());
+    param!("port", true, |c| c.port.to_string(), |c, v| c.port = int_in(v, 0, 65535)? as u16),
+    // Redis's setConfigBindOption: at most CONFIG_BINDADDR_MAX addresses;
+    // none (a single empty one) listens on no TCP address.
+    param!("bind", true, |c| c.bind.join(" "), |c, v| {
+        if v.len() > 16 {
+            return Err("Too many bind addresses specified.".into());
         }
-        c.bind = v.iter().map(|s| s.to_string()).collect()
+        c.bind = match v {
+            [""] => Vec::new(),
+            v => v.iter().map(|s| s.to_string()).collect(),
+        }
     }),
     param!("shards", false, |c| c.shards.to_string(), |c, v| c.shards = int_in(v, 0, 1024)? as usize),
     param!("cpus", false, |c| c.cpus.clone(), |c, v| c.cpus = one(v)?.to_string()),

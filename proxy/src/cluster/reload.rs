@@ -14,7 +14,7 @@ pub async fn reload_topology(core: &Rc<Core>) -> Result<(), String> {
     }
     let text = std::fs::read_to_string(&config.cluster_config_file)
         .map_err(|e| format!("reading {}: {e}", config.cluster_config_file))?;
-    let view = ClusterView::build(&config, shards, core.process.tcp_port, Some(&text))?;
+    let view = ClusterView::build(&config, shards, core.process.tcp_port(), Some(&text))?;
     let old = core.cluster();
     if view.shard_nodes.iter().map(|&n| view.node(n).port).ne(old.shard_nodes.iter().map(|&n| old.node(n).port)) {
         return Err("the reloaded topology changes this host's node ports; restart to apply".into());

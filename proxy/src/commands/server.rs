@@ -12,6 +12,7 @@ use shard::reply::errors::SYNTAX;
 use shard::Args;
 use std::fmt::Write;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What one core contributes to INFO.
 #[derive(Clone, Default)]
@@ -37,6 +38,7 @@ pub struct CoreReport {
     pub cpu_user: f64,
     pub cpu_sys: f64,
     pub evicted: u64,
+    pub evicted_clients: u64,
     /// Effects waiting for the AOF writer (Redis leaves its AOF buffer out
     /// of eviction's count).
     pub aof_buffer: u64,
@@ -97,6 +99,7 @@ pub fn report(core: &Rc<Core>) -> CoreReport {
         cpu_user,
         cpu_sys,
         evicted: shard.evicted_keys(),
+        evicted_clients: s.evicted_clients.get(),
         aof_buffer: shard.effects.as_ref().map_or(0, |e| e.buf.capacity() as u64),
         blocked: core.blocked_here.get(),
         max_input_buffer: core.clients.borrow().list.iter().map(|(_, c)| c.qbuf + c.qbuf_free).max().unwrap_or(0),
@@ -206,7 +209,7 @@ pub fn render(
             os_name(),
             std::process::id(),
             p.run_id,
-            p.tcp_port,
+            p.tcp_port(),
             shard::unix_ms() * 1000,
             uptime,
             uptime / 86400,
@@ -262,7 +265,7 @@ pub fn render(
         section(
             "Stats",
             format!(
-                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nmigrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
+                "total_connections_received:{}\r\ntotal_commands_processed:{}\r\ninstantaneous_ops_per_sec:{}\r\ntotal_net_input_bytes:{}\r\ntotal_net_output_bytes:{}\r\nrejected_connections:{}\r\nsync_full:{}\r\nsync_partial_ok:{}\r\nsync_partial_err:{}\r\nexpired_keys:{}\r\nevicted_keys:{}\r\nevicted_clients:{}\r\nkeyspace_hits:{}\r\nkeyspace_misses:{}\r\npubsub_channels:{}\r\npubsub_patterns:{}\r\npubsubshard_channels:{}\r\nmigrate_cached_sockets:{}\r\ntracking_total_keys:{}\r\ntracking_total_items:{}\r\ntracking_total_prefixes:{}\r\nunexpected_error_replies:{}\r\ntotal_error_replies:{}\r\ncross_core_batches:{}\r\ncross_core_commands:{}\r\n",
                 sum(|r| r.connections_received),
                 observed.calls(),
                 sum(|r| r.ops_per_sec),
@@ -274,6 +277,7 @@ pub fn render(
                 repl.syncs.2,
                 sum(|r| r.expired),
                 sum(|r| r.evicted),
+                sum(|r| r.evicted_clients),
                 sum(|r| r.hits),
                 sum(|r| r.misses),
                 sum(|r| r.pubsub[0] as u64),
@@ -511,6 +515,35 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
             return conn.error(&format!("ERR CONFIG SET failed (possibly related to argument '{name}') - Unable to update TLS configuration. Check server logs."));
         }
     }
+    // Redis's updatePort and applyBind: every core listens on the new
+    // addresses and closes the old ones before the values are taken; when
+    // one cannot, the old ones stay (as its restoreBackupConfig listens on
+    // them again). A port set to what it is changes nothing; bind is
+    // applied whatever its value.
+    let (old_bind, old_port) = (conn.core.config().bind.clone(), conn.core.process.tcp_port());
+    let port_changed = changes.iter().any(|(n, _)| n == "port") && candidate.port != conn.core.config().port;
+    let listen_change = changes
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .find(|n| *n == "bind" || (*n == "port" && port_changed))
+        .map(|n| if n == "port" { "port" } else { "bind" });
+    if let Some(name) = listen_change {
+        let port = if port_changed { candidate.port } else { old_port };
+        if !rebind(&conn.core, candidate.bind.clone(), port).await {
+            let reason = match name {
+                "port" => "Unable to listen on this port. Check server logs.",
+                _ => {
+                    log::warning("Failed to bind");
+                    "Failed to bind to specified addresses."
+                }
+            };
+            log::warning(&format!(
+                "Failed applying new configuration. Possibly related to new {name} setting. Restoring previous settings."
+            ));
+            return conn.error(&failed(name, reason));
+        }
+        conn.core.process.tcp_port.store(port, Ordering::Relaxed);
+    }
     let old: Vec<(String, String)> = {
         let config = conn.core.config();
         changes.iter().map(|(n, _)| (n.clone(), config.get(n).unwrap_or_default())).collect()
@@ -529,6 +562,9 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
                 log::warning("Failed applying new configuration. Possibly related to new appendonly setting. Restoring previous settings.");
                 persistence::aof::turn_off(&conn.core).await;
                 apply(conn, old, tls_changed).await;
+                if listen_change.is_some() && rebind(&conn.core, old_bind, old_port).await {
+                    conn.core.process.tcp_port.store(old_port, Ordering::Relaxed);
+                }
                 return conn.error("ERR CONFIG SET failed (possibly related to argument 'appendonly') - Unable to turn on AOF. Check server logs.");
             }
         }
@@ -536,6 +572,55 @@ pub async fn config_set(conn: &mut Connection, args: Args<'_>) {
         _ => {}
     }
     reply(conn, |r| r.ok());
+}
+
+/// One change of the client listeners at a time (their `prepare` and
+/// `commit` over every core).
+static REBINDING: AtomicBool = AtomicBool::new(false);
+
+/// Lets the next change of the listeners go, however this one ends.
+struct Rebinding;
+
+impl Drop for Rebinding {
+    fn drop(&mut self) {
+        REBINDING.store(false, Ordering::Release);
+    }
+}
+
+/// Every core's client listeners moved to bind addresses `bind` and client
+/// port `port` (0: none), on all cores or none (core.rs's `Listening`):
+/// this core first, checking that no other process holds the new
+/// addresses, then the others; only when all could, each closes the old
+/// ones. False, Redis's warnings logged, when some address could not be
+/// listened on.
+async fn rebind(core: &Rc<Core>, bind: Vec<String>, port: u16) -> bool {
+    while REBINDING.swap(true, Ordering::Acquire) {
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let _turn = Rebinding;
+    let here = core.listening.borrow().clone();
+    let mut ok = here.is_none_or(|l| l.prepare(&bind, port, true));
+    if ok {
+        let origin = core.index;
+        let prepared = call_all(core, move |c| {
+            let listening = c.listening.borrow().clone();
+            c.index == origin || listening.is_none_or(|l| l.prepare(&bind, port, false))
+        })
+        .await;
+        ok = prepared.iter().all(|p| *p == Some(true));
+    }
+    call_all(core, move |c| {
+        let listening = c.listening.borrow().clone();
+        if let Some(l) = listening {
+            if ok {
+                l.commit()
+            } else {
+                l.abort()
+            }
+        }
+    })
+    .await;
+    ok
 }
 
 /// Redis's allowProtectedAction for `enable-protected-configs`: `dir` and
@@ -653,6 +738,7 @@ pub async fn config_resetstat(conn: &mut Connection) {
             &s.net_output_bytes,
             &s.hops_sent,
             &s.remote_commands,
+            &s.evicted_clients,
         ] {
             c.set(0);
         }

@@ -7,11 +7,12 @@
 //!
 //! Every push counts against the receiving connection's
 //! `client-output-buffer-limit` (the `pubsub` class while it is
-//! subscribed, `normal` otherwise): one over it is closed with Redis's log
+//! subscribed, `normal` otherwise; the time over the soft limit is the
+//! client's, in its registry entry): one over it is closed with Redis's log
 //! line and gets nothing more, so a client that does not read costs at
 //! most its limit.
 
-use super::queue::{core_of, Limit, PushOutbox, PushQueue};
+use super::queue::{core_of, PushOutbox, PushQueue};
 use crate::core::Core;
 use crate::log;
 use crate::mesh::{CallFn, Request};
@@ -43,20 +44,18 @@ pub fn detach(core: &Core, client_id: u64) {
     core.push.queues.borrow_mut().remove(&client_id);
 }
 
-/// The output buffer limit a push to `queue` is held to. A push raised
-/// while the shard is borrowed (inside a command's execution) is checked
-/// against none: the next push or the connection's write checks again.
-pub fn limit_of(core: &Core, queue: &PushQueue) -> Limit {
-    let Ok(shard) = core.shard.try_borrow() else {
-        return Limit { hard: 0, soft: 0, soft_seconds: 0 };
-    };
-    let config = &shard.config;
-    let l = if queue.subscribed.get() {
-        config.client_output_buffer_limit.pubsub
-    } else {
-        config.client_output_buffer_limit.normal
-    };
-    Limit { hard: l.hard, soft: l.soft, soft_seconds: l.soft_seconds }
+/// Whether `held` bytes of output take `queue`'s connection past its output
+/// buffer limit. A push raised while the shard or the client registry is
+/// borrowed (inside a command's execution) is not checked: the next push,
+/// the connection's write or the cron checks again.
+fn over_limit(core: &Core, queue: &PushQueue, held: usize) -> bool {
+    let Ok(shard) = core.shard.try_borrow() else { return false };
+    let limits = shard.config.client_output_buffer_limit;
+    drop(shard);
+    let Ok(mut clients) = core.clients.try_borrow_mut() else { return false };
+    let Some(c) = clients.list.get_mut(queue.registry_key) else { return false };
+    let Some(limit) = c.output_limit(&limits) else { return false };
+    c.output_limit_reached(held as u64, limit, shard::unix_ms() / 1000)
 }
 
 /// Appends what `write` writes (given whether the client speaks RESP3) to
@@ -67,9 +66,11 @@ pub fn push_to(core: &Core, queue: &PushQueue, write: impl FnOnce(&mut Vec<u8>, 
         return false;
     }
     let resp3 = queue.resp3.get();
-    if queue.push(limit_of(core, queue), core.now_instant(), |out| write(out, resp3)) {
+    let held = queue.push(|out| write(out, resp3));
+    if !over_limit(core, queue, held) {
         return true;
     }
+    queue.overflow();
     close_overflowed(core, queue);
     false
 }

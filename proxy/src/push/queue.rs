@@ -6,7 +6,6 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
 
 /// Bytes waiting for one connection, appended by anyone on its core.
 pub struct PushQueue {
@@ -27,16 +26,6 @@ pub struct PushQueue {
     /// Went over its output buffer limit: it is being closed and gets
     /// nothing more.
     pub overflowed: Cell<bool>,
-    /// Since when the queue and held output have been over the soft limit.
-    soft_since: Cell<Option<Instant>>,
-}
-
-/// `client-output-buffer-limit` of one class, in bytes and seconds.
-#[derive(Clone, Copy)]
-pub struct Limit {
-    pub hard: u64,
-    pub soft: u64,
-    pub soft_seconds: u64,
 }
 
 impl PushQueue {
@@ -50,7 +39,6 @@ impl PushQueue {
             held_by_conn: Cell::new(0),
             subscribed: Cell::new(false),
             overflowed: Cell::new(false),
-            soft_since: Cell::new(None),
         }
     }
 
@@ -63,37 +51,33 @@ impl PushQueue {
         self.bytes.borrow().is_empty()
     }
 
-    /// Appends what `write` writes, unless that takes the connection's
-    /// output past `limit` (Redis's checkClientOutputBufferLimits: the hard
-    /// limit, or the soft one for longer than its seconds): then the queue
-    /// is dropped, marked overflowed and false returned (the caller closes
-    /// the connection). Wakes the connection.
-    pub fn push(&self, limit: Limit, now: Instant, write: impl FnOnce(&mut Vec<u8>)) -> bool {
+    /// Appends what `write` writes and wakes the connection; the output it
+    /// then holds (the queue and `held_by_conn`), for the caller to hold
+    /// against the output buffer limit. Nothing once overflowed.
+    pub fn push(&self, write: impl FnOnce(&mut Vec<u8>)) -> usize {
         if self.overflowed.get() {
-            return false;
+            return 0;
         }
         let mut bytes = self.bytes.borrow_mut();
         write(&mut bytes);
-        let held = (bytes.len() + self.held_by_conn.get()) as u64;
-        let over = if limit.hard > 0 && held >= limit.hard {
-            true
-        } else if limit.soft > 0 && held >= limit.soft {
-            let since = self.soft_since.get().unwrap_or(now);
-            self.soft_since.set(Some(since));
-            now.duration_since(since).as_secs() > limit.soft_seconds
-        } else {
-            self.soft_since.set(None);
-            false
-        };
-        if over {
-            *bytes = Vec::new();
-            self.overflowed.set(true);
-        }
+        let held = bytes.len() + self.held_by_conn.get();
         drop(bytes);
+        self.wake();
+        held
+    }
+
+    /// Over its output buffer limit: the waiting bytes go and nothing more
+    /// is taken; the connection is woken to see it.
+    pub fn overflow(&self) {
+        *self.bytes.borrow_mut() = Vec::new();
+        self.overflowed.set(true);
+        self.wake();
+    }
+
+    fn wake(&self) {
         if let Some(w) = self.waker.take() {
             w.wake();
         }
-        !over
     }
 
     /// Moves the waiting bytes to the end of `out`.
@@ -205,15 +189,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hard_limit_drops_and_marks() {
+    fn overflow_drops_and_takes_nothing_more() {
         let q = PushQueue::new(1, 0, false);
-        let limit = Limit { hard: 10, soft: 0, soft_seconds: 0 };
-        let now = Instant::now();
-        assert!(q.push(limit, now, |b| b.extend_from_slice(b"12345")));
-        assert!(!q.push(limit, now, |b| b.extend_from_slice(b"67890")));
-        assert!(q.overflowed.get());
+        q.held_by_conn.set(3);
+        assert_eq!(q.push(|b| b.extend_from_slice(b"12345")), 8);
+        q.overflow();
+        assert!(q.overflowed.get() && q.is_empty());
+        assert_eq!(q.push(|b| b.push(b'x')), 0);
         assert!(q.is_empty());
-        assert!(!q.push(limit, now, |b| b.push(b'x')));
     }
 
     #[test]

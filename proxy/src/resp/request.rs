@@ -8,6 +8,10 @@ use std::borrow::Cow;
 /// Longest line (inline command or `*`/`$` header) Redis accepts.
 const INLINE_MAX: usize = 64 * 1024;
 
+/// Redis's PROTO_MBULK_BIG_ARG: a bulk at least this long is read into room
+/// made for exactly it (`RequestParser::big_bulk_end`).
+pub const BIG_ARG: usize = 32 * 1024;
+
 pub struct Limits {
     pub proto_max_bulk_len: u64,
     /// Requirepass is set and the client has not authenticated: Redis then
@@ -68,6 +72,16 @@ impl RequestParser {
     /// Bytes of `buf` fully consumed by returned commands.
     pub fn consumed(&self) -> usize {
         self.start
+    }
+
+    /// Where the bulk being read ends in the buffer (its data and CRLF)
+    /// when its header announced a big argument (at least `BIG_ARG`
+    /// bytes): the buffer needs room up to there, and no more for it.
+    pub fn big_bulk_end(&self) -> Option<usize> {
+        match self.bulk {
+            Some(len) if self.in_multibulk && len >= BIG_ARG => Some(self.pos + len + 2),
+            _ => None,
+        }
     }
 
     /// The caller dropped the first `n` consumed bytes of its buffer.
@@ -318,6 +332,18 @@ mod tests {
         let locked = Limits { proto_max_bulk_len: 512 << 20, unauthenticated: true };
         assert_eq!(err(b"*11\r\n", &locked), "ERR Protocol error: unauthenticated multibulk length");
         assert_eq!(err(b"*1\r\n$16385\r\n", &locked), "ERR Protocol error: unauthenticated bulk length");
+    }
+
+    #[test]
+    fn big_bulks_say_where_they_end() {
+        let mut p = RequestParser::new();
+        let head = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$40000\r\nxy";
+        assert_eq!(p.next(head, &OPEN), Parsed::Incomplete);
+        let data_at = head.len() - 2;
+        assert_eq!(p.big_bulk_end(), Some(data_at + 40000 + 2));
+        let mut p = RequestParser::new();
+        assert_eq!(p.next(b"*2\r\n$3\r\nGET\r\n$100\r\nab", &OPEN), Parsed::Incomplete);
+        assert_eq!(p.big_bulk_end(), None);
     }
 
     #[test]

@@ -101,6 +101,8 @@ struct Listener {
     fd: OwnedFd,
     tag: usize,
     armed: bool,
+    /// No longer wanted (`Ring::unlisten`): closed once its accept ends.
+    retired: bool,
 }
 
 /// One connection's state on the ring side.
@@ -139,7 +141,7 @@ struct State {
     /// Boxed: a slab keeps its peak capacity, so after a burst of
     /// connections only a pointer per slot stays allocated.
     conns: Slab<Box<Conn>>,
-    listeners: Vec<Listener>,
+    listeners: Slab<Listener>,
     /// Connections with output to send or a receive to arm this turn.
     dirty: Vec<usize>,
     /// The list `prepare` works through (swapped with `dirty`, so neither
@@ -295,7 +297,7 @@ impl Ring {
             uring,
             state: RefCell::new(State {
                 conns: Slab::new(),
-                listeners: Vec::new(),
+                listeners: Slab::new(),
                 dirty: Vec::new(),
                 preparing: Vec::new(),
                 bufs,
@@ -357,24 +359,43 @@ impl Ring {
         }
     }
 
-    /// Accepts on `fd` (a listening socket the ring now owns), multishot.
-    pub fn listen(&self, fd: OwnedFd, tag: usize) {
+    /// Accepts on `fd` (a listening socket the ring now owns), multishot;
+    /// the listener's key for [`Ring::unlisten`].
+    pub fn listen(&self, fd: OwnedFd, tag: usize) -> usize {
         let mut st = self.state.borrow_mut();
-        let index = st.listeners.len();
+        let index = st.listeners.vacant_key();
         self.push(
             opcode::AcceptMulti::new(types::Fd(fd.as_raw_fd()))
                 .flags(libc::SOCK_CLOEXEC)
                 .build()
                 .user_data(user_data(ACCEPT, index)),
         );
-        st.listeners.push(Listener { fd, tag, armed: true });
+        st.listeners.insert(Listener { fd, tag, armed: true, retired: false });
+        drop(st);
+        // Submitted at the driver's next turn or park.
+        self.kick();
+        index
+    }
+
+    /// Stops accepting on listener `key` (CONFIG SET port/bind): out of
+    /// LISTEN at once (connections still in its queue are reset, as when
+    /// Redis closes a listener), closed when its accept completes; the
+    /// connections it accepted go on.
+    pub fn unlisten(&self, key: usize) {
+        let mut st = self.state.borrow_mut();
+        let Some(l) = st.listeners.get_mut(key) else { return };
+        l.retired = true;
+        // SAFETY: the listener's own open fd; its pending accept completes.
+        unsafe { libc::shutdown(l.fd.as_raw_fd(), libc::SHUT_RDWR) };
+        drop(st);
+        self.kick();
     }
 
     /// Stops accepting; the driver returns once every connection is gone.
     pub fn stop(&self) {
         let mut st = self.state.borrow_mut();
         st.stopping = true;
-        for l in &st.listeners {
+        for (_, l) in &st.listeners {
             // SAFETY: the listener's own open fd: out of LISTEN at once,
             // and its pending accept completes.
             unsafe { libc::shutdown(l.fd.as_raw_fd(), libc::SHUT_RDWR) };
@@ -651,27 +672,43 @@ impl Ring {
                 };
                 self.arm_recv(key, &mut c, st.bufs.group());
                 st.conns.insert(Box::new(c));
-                let tag = st.listeners[index].tag;
+                let tag = st.listeners.get(index).map_or(0, |l| l.tag);
                 st.accepted.push((key, tag));
             }
-        } else if !st.stopping && fd_shed::exhausted(-res) {
-            fd_shed::shed(st.listeners[index].fd.as_raw_fd(), &std::io::Error::from_raw_os_error(-res));
-        } else if !st.stopping && res != -libc::ECANCELED {
+            if !more {
+                self.accept_ended(st, index);
+            }
+            return;
+        }
+        let Some(l) = st.listeners.get(index) else { return };
+        if st.stopping || l.retired {
+            // Shut down on purpose: its accept ends here.
+        } else if fd_shed::exhausted(-res) {
+            fd_shed::shed(l.fd.as_raw_fd(), &std::io::Error::from_raw_os_error(-res));
+        } else if res != -libc::ECANCELED {
             log::warning(&format!("Accepting client connection: {}", std::io::Error::from_raw_os_error(-res)));
         }
         if !more {
-            let l = &mut st.listeners[index];
-            l.armed = false;
-            if !st.stopping {
-                let fd = l.fd.as_raw_fd();
-                l.armed = true;
-                self.push(
-                    opcode::AcceptMulti::new(types::Fd(fd))
-                        .flags(libc::SOCK_CLOEXEC)
-                        .build()
-                        .user_data(user_data(ACCEPT, index)),
-                );
-            }
+            self.accept_ended(st, index);
+        }
+    }
+
+    /// Listener `index`'s multishot accept ended: armed again, unless the
+    /// ring stops or the listener was retired (then it is closed).
+    fn accept_ended(&self, st: &mut State, index: usize) {
+        let Some(l) = st.listeners.get_mut(index) else { return };
+        l.armed = false;
+        if l.retired {
+            // Its last completion: the socket closes with it.
+            st.listeners.remove(index);
+        } else if !st.stopping {
+            l.armed = true;
+            self.push(
+                opcode::AcceptMulti::new(types::Fd(l.fd.as_raw_fd()))
+                    .flags(libc::SOCK_CLOEXEC)
+                    .build()
+                    .user_data(user_data(ACCEPT, index)),
+            );
         }
     }
 
@@ -784,7 +821,7 @@ impl Ring {
 
     fn finished(&self) -> bool {
         let st = self.state.borrow();
-        st.stopping && st.conns.is_empty() && st.listeners.iter().all(|l| !l.armed)
+        st.stopping && st.conns.is_empty() && st.listeners.iter().all(|(_, l)| !l.armed)
     }
 
     /// One turn and the connections its input woke; returns whether

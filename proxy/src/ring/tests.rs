@@ -169,7 +169,7 @@ impl Harness {
             .preempt_timer(tick.max(Duration::from_millis(100)))
             .spawn(move || async move {
                 let ring = Ring::new(config).expect("ring");
-                let socket = crate::server::listen_socket("127.0.0.1:0".parse().unwrap(), 4096, false).unwrap();
+                let socket = crate::listen::listen_socket("127.0.0.1:0".parse().unwrap(), 4096, false).unwrap();
                 let addr = socket.local_addr().unwrap().as_socket().unwrap();
                 ring.listen(socket.into(), 0);
                 ring.on_accept(move |stream, _| {

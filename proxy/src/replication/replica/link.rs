@@ -160,7 +160,7 @@ async fn handshake(core: &Core, io: &mut LinkIo, timeout: Duration) -> Result<()
     let (user, pass, port) = {
         let c = core.config();
         // As Redis: the port the primary would reach this replica on.
-        let port = if c.tls.replication && c.tls.port != 0 { c.tls.port } else { core.process.tcp_port };
+        let port = if c.tls.replication && c.tls.port != 0 { c.tls.port } else { core.process.tcp_port() };
         (c.masteruser.clone(), c.masterauth.clone(), port)
     };
     if !pass.is_empty() {
