@@ -115,7 +115,7 @@ pub struct BatchReply {
     pub slow: Vec<shard::observe::slowlog::Entry>,
     /// CLIENT TRACKING: what its ops raised for the sender's core (the
     /// sender's own invalidations, BCAST keys changed).
-    pub tracking: Option<Box<crate::tracking::Returned>>,
+    pub tracking: Option<Box<shard::tracking::Returned>>,
 }
 
 impl BatchReply {

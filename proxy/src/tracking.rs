@@ -26,29 +26,11 @@ use crate::mesh::{CallFn, Request};
 use crate::push::deliver::push_to;
 use crate::push::queue::core_of;
 use shard::tracking::Invalidation;
+pub use shard::tracking::{Changed, Returned};
 use shard::Shard;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
-
-/// A BCAST change: the key and the client that changed it (0: expiry,
-/// eviction).
-pub type Changed = (Vec<u8>, u64);
-
-/// What an owner hands back with a reply for the caller's core: BCAST
-/// changes to gather in the caller's pass, and the caller's own
-/// invalidations with the index of the batch command that raised them.
-#[derive(Default, Debug)]
-pub struct Returned {
-    pub changed: Vec<Changed>,
-    pub own: Vec<(u32, Invalidation)>,
-}
-
-impl Returned {
-    pub fn boxed(self) -> Option<Box<Returned>> {
-        (!self.changed.is_empty() || !self.own.is_empty()).then(|| Box::new(self))
-    }
-}
 
 /// Runs `f` on core `target` without waiting for it (here when it is this
 /// core). Calls from one core to another run in the order posted.

@@ -45,6 +45,26 @@ pub struct Invalidation {
     pub before: bool,
 }
 
+/// A BCAST change: the key and the client that changed it (0: expiry,
+/// eviction).
+pub type Changed = (Vec<u8>, u64);
+
+/// What an owner hands back with a reply for the caller's core (the
+/// proxy's `tracking.rs` places it): BCAST
+/// changes to gather in the caller's pass, and the caller's own
+/// invalidations with the index of the batch command that raised them.
+#[derive(Default, Debug)]
+pub struct Returned {
+    pub changed: Vec<Changed>,
+    pub own: Vec<(u32, Invalidation)>,
+}
+
+impl Returned {
+    pub fn boxed(self) -> Option<Box<Returned>> {
+        (!self.changed.is_empty() || !self.own.is_empty()).then(|| Box::new(self))
+    }
+}
+
 impl Invalidation {
     /// Raised by the command of the client it is for.
     pub fn own(&self) -> bool {
