@@ -64,6 +64,18 @@ bench() {
     tr '\r' '\n' | grep 'requests per second' | tail -1 | sed -E 's/.*: ([0-9.]+) requests per second.*/\1/'
 }
 
+# alternate ARGS...: $rounds rounds of redis-benchmark ARGS, redis then
+# corekv, each server's ops/s appended to its file.
+alternate() {
+  local name port
+  for _ in $(seq "$rounds"); do
+    for name in redis corekv; do
+      port=port_$name
+      bench "${!port}" "$@" >>"$work/$name.txt"
+    done
+  done
+}
+
 port_redis=$((26000 + RANDOM % 1000))
 port_corekv=$((port_redis + 1000))
 for section in $sections; do
@@ -73,28 +85,18 @@ for section in $sections; do
     always)
       start redis "$port_redis" --appendonly yes --appendfsync always
       start corekv "$port_corekv" --appendonly yes --appendfsync always
-      for _ in $(seq "$rounds"); do
-        for name in redis corekv; do
-          port=port_$name
-          bench "${!port}" -t set -c 4 -P 8 -n 40000 -d 100 -r 100000 >>"$work/$name.txt"
-        done
-      done
+      alternate -t set -c 4 -P 8 -n 40000 -d 100 -r 100000
       echo
       echo "### appendfsync always: acknowledged SETs/s (redis-benchmark -t set -c 4 -P 8 -d 100, corekv --shards $shards)"
       ;;
     evict)
       start redis "$port_redis" --maxmemory 100mb --maxmemory-policy allkeys-lru
       start corekv "$port_corekv" --maxmemory 100mb --maxmemory-policy allkeys-lru
-      for name in redis corekv; do
-        port=port_$name
-        bench "${!port}" -t set -c 10 -P 16 -d 1024 -r 100000000 -n 300000 >/dev/null
-      done
-      for _ in $(seq "$rounds"); do
-        for name in redis corekv; do
-          port=port_$name
-          bench "${!port}" -t set -c 10 -P 16 -d 1024 -r 100000000 -n 300000 >>"$work/$name.txt"
-        done
-      done
+      # A first pass fills the memory (not counted).
+      rounds=1 alternate -t set -c 10 -P 16 -d 1024 -r 100000000 -n 300000
+      : >"$work/redis.txt"
+      : >"$work/corekv.txt"
+      alternate -t set -c 10 -P 16 -d 1024 -r 100000000 -n 300000
       echo
       echo "### SET under maxmemory 100mb allkeys-lru, every SET evicting (redis-benchmark -t set -c 10 -P 16 -d 1024 -r 100000000 -n 300000, corekv --shards $shards)"
       ;;

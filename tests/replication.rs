@@ -61,6 +61,11 @@ fn replica_of(primary: &Server, extra: &[&str]) -> Replica {
     Replica { redis: Redis::start_with(&args), _dir: dir }
 }
 
+/// Waits until INFO replication's connected_slaves is `n`.
+fn until_connected_replicas(p: &mut Raw, what: &str, n: &str) {
+    until(what, Duration::from_secs(10), || field(&info(p, "replication"), "connected_slaves").as_deref() == Some(n));
+}
+
 fn link_up(replica: &mut Raw) -> bool {
     field(&info(replica, "replication"), "master_link_status").as_deref() == Some("up")
 }
@@ -377,16 +382,12 @@ fn a_replica_killed_mid_sync_frees_its_buffer_and_resyncs_when_back() {
         p.cmd(&[b"SET", format!("k{i}").as_bytes(), b"value"]);
     }
     let mut replica = replica_of(&primary, &[]);
-    until("the sync to start", Duration::from_secs(10), || {
-        field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("1")
-    });
+    until_connected_replicas(&mut p, "the sync to start", "1");
     for i in 0..500 {
         p.cmd(&[b"SET", format!("during{i}").as_bytes(), &[b'x'; 1000]]);
     }
     replica.kill9();
-    until("the link to go", Duration::from_secs(10), || {
-        field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("0")
-    });
+    until_connected_replicas(&mut p, "the link to go", "0");
     until("the stream's pin to go", Duration::from_secs(10), || {
         let histlen: u64 = field(&info(&mut p, "replication"), "repl_backlog_histlen").unwrap().parse().unwrap();
         histlen <= 1 << 20
@@ -538,9 +539,7 @@ fn the_stream_waiting_for_a_snapshot_is_held_compressed() {
             p.cmd(&[b"SET", format!("seed{i}").as_bytes(), b"x"]);
         }
         let replica = replica_of(&primary, &[]);
-        until("the sync to start", Duration::from_secs(10), || {
-            field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("1")
-        });
+        until_connected_replicas(&mut p, "the sync to start", "1");
         // Text-like records written while the snapshot is being taken.
         for i in 0..3000 {
             let record = format!(
@@ -667,9 +666,7 @@ fn a_replica_waiting_for_the_diskless_delay_is_not_fed_yet() {
         let mut p = Raw::connect(port);
         let dir = TempDir::new(&format!("delay-replica-{name}"));
         let replica = Redis::start_with(&["--replicaof", "127.0.0.1", &port.to_string(), "--dir", dir.path()]);
-        until("the replica to ask", Duration::from_secs(10), || {
-            field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("1")
-        });
+        until_connected_replicas(&mut p, "the replica to ask", "1");
         let value = vec![b'v'; 10_000];
         for i in 0..1000 {
             p.cmd(&[b"SET", format!("during{i}").as_bytes(), &value]);
@@ -695,9 +692,7 @@ fn a_replicas_output_buffer_during_a_sync_is_the_stream_held_for_it() {
         p.cmd(&[b"SET", format!("seed{i}").as_bytes(), b"x"]);
     }
     let replica = replica_of(&primary, &[]);
-    until("the sync to start", Duration::from_secs(10), || {
-        field(&info(&mut p, "replication"), "connected_slaves").as_deref() == Some("1")
-    });
+    until_connected_replicas(&mut p, "the sync to start", "1");
     let value = vec![b'v'; 10_000];
     for i in 0..2000 {
         p.cmd(&[b"SET", format!("big{i}").as_bytes(), &value]);

@@ -86,6 +86,27 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
+/// C's atoi, where Redis reads a number with it (MIGRATE's port, DEBUG's
+/// flags, genericGetKeys' key count): leading spaces and a sign, then
+/// digits, whatever follows ignored; 0 for none; out-of-range saturates.
+pub fn atoi(s: &[u8]) -> i64 {
+    let s = s.trim_ascii_start();
+    let (neg, digits) = match s.first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let n = digits
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .fold(0i64, |n, d| n.saturating_mul(10).saturating_add((d - b'0') as i64));
+    if neg {
+        -n
+    } else {
+        n
+    }
+}
+
 /// Redis's `string2ull` as used for SCAN cursors: decimal digits only.
 pub fn parse_u64(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 || !s.iter().all(u8::is_ascii_digit) {

@@ -12,6 +12,7 @@ use crate::core::Core;
 use crate::log;
 use crate::persistence::{self, load::Dump, SaveError};
 use crate::session::Connection;
+use shard::args::atoi;
 use shard::commands::debug::{self as shard_debug, Digest};
 use shard::commands::flags;
 use shard::config::Protected;
@@ -148,25 +149,6 @@ pub async fn debug(conn: &mut Connection, args: Args<'_>) {
         ("error", 3) => conn.error(&String::from_utf8_lossy(args.get(2))),
         ("populate", 3..=5) => populate(conn, &args).await,
         _ => subcommand_error(conn, &args),
-    }
-}
-
-/// C's atoi: optional spaces and sign, then digits; 0 when there are none.
-fn atoi(s: &[u8]) -> i64 {
-    let s = std::str::from_utf8(s).unwrap_or("").trim_start();
-    let (neg, digits) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let n = digits
-        .bytes()
-        .take_while(u8::is_ascii_digit)
-        .fold(0i64, |n, d| n.wrapping_mul(10).wrapping_add((d - b'0') as i64));
-    if neg {
-        -n
-    } else {
-        n
     }
 }
 

@@ -5,7 +5,7 @@
 //! own getkeys procedure (db.c's sortGetKeys, migrateGetKeys...).
 
 use crate::resp::Value;
-use shard::args::parse_i64;
+use shard::args::{atoi, parse_i64};
 use shard::Args;
 
 /// A key the line names: its position (0: the command name) and its flags
@@ -205,23 +205,6 @@ fn by_procedure(name: &str, line: &Args) -> Vec<KeyRef> {
         "bitfield" => bitfield_keys(line),
         _ => Vec::new(),
     }
-}
-
-/// C's atoi: leading spaces, a sign, digits, whatever follows ignored.
-fn atoi(s: &[u8]) -> i64 {
-    let s = &s[s.iter().position(|c| !c.is_ascii_whitespace()).unwrap_or(s.len())..];
-    let (neg, digits) = match s.first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let n = digits
-        .iter()
-        .take_while(|c| c.is_ascii_digit())
-        .fold(0i64, |n, c| n.saturating_mul(10).saturating_add((c - b'0') as i64));
-    let n = if neg { -n } else { n };
-    // An int's range, as atoi's result is.
-    n.clamp(i32::MIN as i64, i32::MAX as i64)
 }
 
 /// genericGetKeys: `count_at` holds the number of keys from `first`, and

@@ -6,6 +6,7 @@
 
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
+use shard::args::atoi;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
@@ -81,25 +82,6 @@ pub async fn take(name: &[u8], host: &[u8], port: &[u8], timeout: Duration) -> R
     })?;
     let _ = stream.set_nodelay(true);
     Ok(Link { stream, last_db: -1, pending: Vec::new(), last_use: Instant::now() })
-}
-
-/// C's atoi, as Redis reads the port: leading digits, 0 for none.
-fn atoi(s: &[u8]) -> i64 {
-    let s = s.trim_ascii_start();
-    let (neg, digits) = match s.first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let n = digits
-        .iter()
-        .take_while(|b| b.is_ascii_digit())
-        .fold(0i64, |n, d| n.saturating_mul(10).saturating_add((d - b'0') as i64));
-    if neg {
-        -n
-    } else {
-        n
-    }
 }
 
 /// Puts a healthy connection back in the cache (one dropped instead closes).
